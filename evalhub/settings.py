@@ -1,0 +1,224 @@
+"""evalhub settings: every value comes from the environment, read here and only here.
+
+With no environment at all, evalhub runs embedded: SQLite and a file-system Celery broker in
+`EVALHUB_DATA_DIR`, trace files on local disk. Production differs only by variables
+(`DATABASE_URL`, `REDIS_URL`/`CELERY_BROKER_URL`, `EVALHUB_S3_BUCKET`, ...). The README lists them all.
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from evalhub.env import envbool, envfloat, envint, envjson, envstr, envurl
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DATA_DIR = Path(envstr("EVALHUB_DATA_DIR", str(BASE_DIR / "var"))).resolve()
+DATA_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def _secret_key() -> str:
+    """SECRET_KEY from the environment, else one generated on first start and kept on disk."""
+    given = envstr("SECRET_KEY")
+    if given:
+        return given
+    path = DATA_DIR / "secret_key"
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+SECRET_KEY = _secret_key()
+DEBUG = envbool("DEBUG", False)
+PORT = envint("PORT", 8000, minimum=1, maximum=65535)
+EVALHUB_PUBLIC_URL = envurl("EVALHUB_PUBLIC_URL", f"http://127.0.0.1:{PORT}")
+ALLOWED_HOSTS = [h.strip() for h in envstr("ALLOWED_HOSTS", "*").split(",") if h.strip()]
+CSRF_TRUSTED_ORIGINS = [
+    o.strip() for o in envstr("CSRF_TRUSTED_ORIGINS", EVALHUB_PUBLIC_URL).split(",") if o.strip()
+]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "jobs",
+    "traces",
+    "frontend",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "evalhub.middleware.RequestSizeLimitMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "evalhub.urls"
+ASGI_APPLICATION = "evalhub.asgi.application"
+WSGI_APPLICATION = "evalhub.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database -------------------------------------------------------------------------------
+_default_db = f"sqlite:///{DATA_DIR / 'evalhub.sqlite3'}"
+try:
+    DATABASES = {"default": dj_database_url.parse(envstr("DATABASE_URL", _default_db))}
+except Exception as exc:  # dj_database_url raises several types for a bad URL
+    raise ImproperlyConfigured(f"DATABASE_URL is not a database URL: {exc}") from None
+
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"]["OPTIONS"] = {
+        # Several processes (web, workers) write to one file: take the write lock when a
+        # transaction starts, wait for it instead of failing, and let readers run beside writers.
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 30,
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
+    # A file, not memory: the tests' worker and web processes open the same test database.
+    DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / "test.sqlite3")}
+else:
+    DATABASES["default"]["CONN_MAX_AGE"] = envint("DATABASE_CONN_MAX_AGE", 60, minimum=0)
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Celery -----------------------------------------------------------------------------------
+_broker_dir = DATA_DIR / "broker"
+CELERY_BROKER_URL = envstr("CELERY_BROKER_URL") or envstr("REDIS_URL") or "filesystem://"
+if CELERY_BROKER_URL == "filesystem://":
+    for sub in ("queue", "processed"):
+        (_broker_dir / sub).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_broker_dir / "queue"),
+        "data_folder_out": str(_broker_dir / "queue"),
+        "processed_folder": str(_broker_dir / "processed"),
+        "store_processed": False,
+    }
+elif not CELERY_BROKER_URL.startswith(("redis://", "rediss://", "amqp://", "sqla+")):
+    raise ImproperlyConfigured(
+        f"CELERY_BROKER_URL/REDIS_URL={CELERY_BROKER_URL!r}: expected redis://, rediss:// or amqp://"
+    )
+else:
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_TASK_ALWAYS_EAGER = False
+# One queue name per deployment, so several evalhub installations can share one Redis.
+CELERY_TASK_DEFAULT_QUEUE = envstr("EVALHUB_CELERY_QUEUE", "evalhub")
+
+# --- Storage (trace files, zips) -------------------------------------------------------------
+EVALHUB_S3_BUCKET = envstr("EVALHUB_S3_BUCKET")
+if EVALHUB_S3_BUCKET:
+    _default_storage = {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": EVALHUB_S3_BUCKET,
+            "endpoint_url": envurl("EVALHUB_S3_ENDPOINT_URL") or None,
+            "region_name": envstr("EVALHUB_S3_REGION") or None,
+            "location": envstr("EVALHUB_S3_PREFIX", "evalhub"),
+            "default_acl": None,
+            "querystring_auth": True,
+            "file_overwrite": True,
+        },
+    }
+else:
+    _default_storage = {
+        "BACKEND": "django.core.files.storage.FileSystemStorage",
+        "OPTIONS": {"location": str(DATA_DIR / "files")},
+    }
+STORAGES = {
+    "default": _default_storage,
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+
+# --- The upstream LLM provider ----------------------------------------------------------------
+OPENAI_BASE_URL = envurl("OPENAI_BASE_URL", "https://api.openai.com/v1")
+OPENAI_API_KEY = envstr("OPENAI_API_KEY")
+
+# --- Limits -------------------------------------------------------------------------------------
+EVALHUB_MAX_SEEDS = envint("EVALHUB_MAX_SEEDS", 100_000, minimum=1)
+EVALHUB_MAX_CONCURRENT = envint("EVALHUB_MAX_CONCURRENT", 1000, minimum=1)
+EVALHUB_MAX_TIMEOUT_S = envfloat("EVALHUB_MAX_TIMEOUT_S", 24 * 3600.0, minimum=1.0)
+EVALHUB_MAX_REQUEST_BYTES = envint("EVALHUB_MAX_REQUEST_BYTES", 10 * 1024 * 1024, minimum=1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = EVALHUB_MAX_REQUEST_BYTES
+EVALHUB_ROLLOUT_MAX_ATTEMPTS = envint("EVALHUB_ROLLOUT_MAX_ATTEMPTS", 3, minimum=1, maximum=20)
+
+# --- Auth, API --------------------------------------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/login/"
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["jobs.authentication.ApiKeyAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "jobs.api.exception_handler",
+    "UNAUTHENTICATED_USER": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "evalhub API",
+    "DESCRIPTION": "Eval jobs for LLM agents: submit, watch, read results, download traces.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
+
+# --- Misc -------------------------------------------------------------------------------------
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+STATIC_URL = "static/"
+STATIC_ROOT = DATA_DIR / "static"
+STATIC_ROOT.mkdir(exist_ok=True)
+LOG_LEVEL = envstr("LOG_LEVEL", "INFO").upper()
+if LOG_LEVEL not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
+    raise ImproperlyConfigured(f"LOG_LEVEL={LOG_LEVEL!r}: use DEBUG, INFO, WARNING or ERROR")
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {"httpx": {"level": "WARNING"}, "httpcore": {"level": "WARNING"}},
+}
+
+# Extra provider settings read by the interceptor (see README).
+EVALHUB_PROVIDERS = envjson("EVALHUB_PROVIDERS", {})
+if not isinstance(EVALHUB_PROVIDERS, dict):
+    raise ImproperlyConfigured("EVALHUB_PROVIDERS must be a JSON object")

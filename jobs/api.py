@@ -1,0 +1,390 @@
+"""The public eval-job API (../shared/contracts/eval-jobs-api.md). One view per operation:
+parse with an input serializer, call a service or selector, render."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+from urllib.parse import urlparse
+
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.http import Http404
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import exceptions, serializers, status
+from rest_framework.pagination import CursorPagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from jobs import selectors, services
+from jobs.models import EvalJob, JobStatus
+
+# --- errors ---------------------------------------------------------------------------------
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """Every API error is JSON: {"error": code, "detail": readable text, "fields": {...}}.
+    `fields` names each offending field, so a client printing the body shows what to fix."""
+    if isinstance(exc, RequestDataTooBig):
+        return Response(
+            {"error": "request_too_large", "detail": "Request body is too large."},
+            status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+        )
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound(str(exc) or None)
+    if isinstance(exc, exceptions.ParseError):
+        exc = exceptions.ValidationError(
+            {"body": [f"Request body is not valid JSON: {exc.detail}"]}
+        )
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None
+    if isinstance(exc, exceptions.ValidationError):
+        fields = response.data if isinstance(response.data, dict) else {"body": response.data}
+        first = ", ".join(f"{name}: {_first_message(msgs)}" for name, msgs in fields.items())
+        response.data = {
+            "error": "invalid_request",
+            "detail": f"Invalid request. {first}",
+            "fields": fields,
+        }
+    else:
+        detail = (
+            response.data.get("detail", "") if isinstance(response.data, dict) else response.data
+        )
+        response.data = {"error": getattr(exc, "default_code", "error"), "detail": str(detail)}
+    return response
+
+
+def _first_message(messages: Any) -> str:
+    if isinstance(messages, list) and messages:
+        return str(messages[0])
+    if isinstance(messages, dict):
+        return "; ".join(f"{k}: {_first_message(v)}" for k, v in messages.items())
+    return str(messages)
+
+
+def _owned_job(request: Request, job_id: str) -> EvalJob:
+    """The caller's job, or 404 for a job that is not there or belongs to someone else."""
+    job = selectors.job_get_for_owner(owner=request.user, job_id=job_id)
+    if job is None:
+        raise Http404("No such job.")
+    return job
+
+
+# --- POST /api/eval/jobs --------------------------------------------------------------------
+
+
+class StrictIntegerField(serializers.Field):
+    """An integer in JSON: rejects booleans, floats and strings rather than coercing them."""
+
+    def __init__(self, *, min_value: int | None = None, max_value: int | None = None, **kwargs):
+        self.min_value, self.max_value = min_value, max_value
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            raise serializers.ValidationError(f"must be an integer, got {data!r}")
+        if self.min_value is not None and data < self.min_value:
+            raise serializers.ValidationError(f"must be at least {self.min_value}")
+        if self.max_value is not None and data > self.max_value:
+            raise serializers.ValidationError(f"must be at most {self.max_value}")
+        return data
+
+    def to_representation(self, value: int) -> int:
+        return value
+
+
+class StrictNumberField(serializers.Field):
+    def __init__(self, *, min_value: float, max_value: float, **kwargs):
+        self.min_value, self.max_value = min_value, max_value
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> float:
+        if isinstance(data, bool) or not isinstance(data, int | float) or not math.isfinite(data):
+            raise serializers.ValidationError(f"must be a number, got {data!r}")
+        if not self.min_value <= data <= self.max_value:
+            raise serializers.ValidationError(
+                f"must be between {self.min_value} and {self.max_value}"
+            )
+        return float(data)
+
+    def to_representation(self, value: float) -> float:
+        return value
+
+
+class JsonObjectField(serializers.Field):
+    def to_internal_value(self, data: Any) -> dict:
+        if not isinstance(data, dict):
+            raise serializers.ValidationError(f"must be a JSON object, got {type(data).__name__}")
+        return data
+
+    def to_representation(self, value: dict) -> dict:
+        return value
+
+
+_INT64 = 2**63 - 1
+
+
+class JobCreateInput(serializers.Serializer):
+    task_app_url = serializers.CharField(max_length=2048)
+    task_app_api_key = serializers.CharField(
+        required=False, allow_null=True, allow_blank=True, max_length=4096
+    )
+    app_id = serializers.CharField(
+        required=False, allow_null=True, allow_blank=True, max_length=255
+    )
+    env_name = serializers.CharField(
+        required=False, allow_null=True, allow_blank=True, max_length=255
+    )
+    seeds = serializers.JSONField()
+    policy = JsonObjectField(required=False, allow_null=True)
+    env_config = JsonObjectField(required=False, allow_null=True)
+    verifier_config = JsonObjectField(required=False, allow_null=True)
+    mode = serializers.ChoiceField(choices=["eval", "rl"], required=False, allow_null=True)
+    max_concurrent = StrictIntegerField(min_value=1, required=False, allow_null=True)
+    timeout = StrictNumberField(min_value=1.0, max_value=1.0, required=False, allow_null=True)
+    max_cost_usd = StrictNumberField(min_value=0.0, max_value=1e9, required=False, allow_null=True)
+    max_tokens = StrictIntegerField(min_value=1, required=False, allow_null=True)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # Limits come from settings, read when the request is validated.
+        self.fields["max_concurrent"].max_value = settings.EVALHUB_MAX_CONCURRENT
+        self.fields["timeout"].max_value = settings.EVALHUB_MAX_TIMEOUT_S
+
+    def validate_task_app_url(self, value: str) -> str:
+        parsed = urlparse(value.strip())
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise serializers.ValidationError("must be an http:// or https:// URL with a host")
+        return value.strip().rstrip("/")
+
+    def validate_seeds(self, value: Any) -> list[int]:
+        if not isinstance(value, list):
+            raise serializers.ValidationError("must be a list of integers")
+        if not value:
+            raise serializers.ValidationError("must not be empty")
+        limit = settings.EVALHUB_MAX_SEEDS
+        if len(value) > limit:
+            raise serializers.ValidationError(
+                f"has {len(value)} seeds; at most {limit} are allowed"
+            )
+        bad = [s for s in value if isinstance(s, bool) or not isinstance(s, int) or abs(s) > _INT64]
+        if bad:
+            raise serializers.ValidationError(f"must be a list of integers; {bad[0]!r} is not one")
+        seen: set[int] = set()
+        duplicates = sorted({s for s in value if s in seen or seen.add(s)})
+        if duplicates:
+            raise serializers.ValidationError(f"has duplicates: {duplicates[:10]}")
+        return value
+
+    def to_spec(self) -> services.JobSpec:
+        d = self.validated_data
+
+        def given(name: str, default: Any) -> Any:
+            value = d.get(name)
+            return default if value is None else value
+
+        return services.JobSpec(
+            task_app_url=d["task_app_url"],
+            seeds=d["seeds"],
+            task_app_api_key=d.get("task_app_api_key") or None,
+            app_id=d.get("app_id") or None,
+            env_name=d.get("env_name") or None,
+            policy=given("policy", {}),
+            env_config=given("env_config", {}),
+            verifier_config=d.get("verifier_config"),
+            mode=given("mode", "eval"),
+            max_concurrent=given("max_concurrent", 5),
+            timeout=given("timeout", 600.0),
+            max_cost_usd=d.get("max_cost_usd"),
+            max_tokens=d.get("max_tokens"),
+        )
+
+
+def job_config(job: EvalJob) -> dict[str, Any]:
+    """The job's configuration as shown to people: secrets appear as set/unset only."""
+    return {
+        "task_app_url": job.task_app_url,
+        "task_app_api_key": "set" if job.has_task_app_api_key else None,
+        "has_task_app_api_key": job.has_task_app_api_key,
+        "app_id": job.app_id,
+        "env_name": job.env_name,
+        "seeds_count": job.num_seeds,
+        "policy": job.policy,
+        "env_config": job.env_config,
+        "verifier_config": job.verifier_config,
+        "mode": job.mode,
+        "max_concurrent": job.max_concurrent,
+        "timeout": job.timeout_s,
+        "max_cost_usd": job.max_cost_usd,
+        "max_tokens": job.max_tokens,
+    }
+
+
+def job_status_body(job: EvalJob) -> dict[str, Any]:
+    return {
+        "job_id": job.id,
+        "status": job.status,
+        "error": job.error,
+        "created_at": job.created_at,
+        "started_at": job.started_at,
+        "completed_at": job.completed_at,
+        "config": job_config(job),
+        "results": selectors.job_progress(job=job),
+    }
+
+
+class JobListCreateView(APIView):
+    @extend_schema(request=JobCreateInput, responses={201: dict}, summary="Create an eval job")
+    def post(self, request: Request) -> Response:
+        if not isinstance(request.data, dict):
+            raise exceptions.ValidationError({"body": ["must be a JSON object"]})
+        data = JobCreateInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        job = services.job_create(owner=request.user, spec=data.to_spec())
+        body = job_status_body(job)
+        return Response(body, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("limit", int, description="page size, 1-200 (default 50)"),
+            OpenApiParameter("status", str, enum=list(JobStatus.values)),
+            OpenApiParameter("cursor", str, description="from `next_cursor` of the previous page"),
+        ],
+        responses={200: dict},
+        summary="List your eval jobs, newest first",
+    )
+    def get(self, request: Request) -> Response:
+        status_filter = request.query_params.get("status") or None
+        if status_filter and status_filter not in JobStatus.values:
+            raise exceptions.ValidationError(
+                {"status": [f"must be one of {', '.join(JobStatus.values)}"]}
+            )
+        paginator = JobCursorPagination()
+        page = paginator.paginate_queryset(
+            selectors.job_list(owner=request.user, status=status_filter), request, view=self
+        )
+        jobs = [job_status_body(job) for job in page]
+        next_link = paginator.get_next_link()
+        return Response(
+            {
+                "jobs": jobs,
+                "next": next_link,
+                "next_cursor": paginator.cursor_param_value(next_link),
+                "has_more": next_link is not None,
+            }
+        )
+
+
+class JobCursorPagination(CursorPagination):
+    ordering = ("-created_at", "-id")
+    page_size = 50
+    page_size_query_param = "limit"
+    max_page_size = 200
+
+    def get_page_size(self, request: Request) -> int:
+        raw = request.query_params.get("limit")
+        if raw is None:
+            return self.page_size
+        try:
+            size = int(raw)
+        except ValueError:
+            raise exceptions.ValidationError({"limit": ["must be an integer"]}) from None
+        if not 1 <= size <= self.max_page_size:
+            raise exceptions.ValidationError(
+                {"limit": [f"must be between 1 and {self.max_page_size}"]}
+            )
+        return size
+
+    def cursor_param_value(self, link: str | None) -> str | None:
+        if not link:
+            return None
+        from urllib.parse import parse_qs
+
+        return parse_qs(urlparse(link).query).get(self.cursor_query_param, [None])[0]
+
+
+class JobDetailView(APIView):
+    @extend_schema(responses={200: dict}, summary="Status and progress of a job")
+    def get(self, request: Request, job_id: str) -> Response:
+        return Response(job_status_body(_owned_job(request, job_id)))
+
+
+class JobResultsView(APIView):
+    @extend_schema(responses={200: dict}, summary="Summary and per-seed results")
+    def get(self, request: Request, job_id: str) -> Response:
+        job = _owned_job(request, job_id)
+        summary, rows = selectors.job_results(job=job)
+        # The SDK reads `summary.x or data.x`: repeat the summary at the top level.
+        body = {
+            **summary,
+            "job_id": job.id,
+            "status": job.status,
+            "error": job.error,
+            "summary": summary,
+            "results": rows,
+        }
+        return Response(body)
+
+
+class JobCancelView(APIView):
+    @extend_schema(request=None, responses={200: dict}, summary="Cancel a job")
+    def post(self, request: Request, job_id: str) -> Response:
+        job = services.job_cancel(job=_owned_job(request, job_id))
+        return Response(job_status_body(job))
+
+
+class JobEventsView(APIView):
+    @extend_schema(
+        parameters=[OpenApiParameter("since_seq", int), OpenApiParameter("limit", int)],
+        responses={200: dict},
+        summary="Numbered events of a job after `since_seq`",
+    )
+    def get(self, request: Request, job_id: str) -> Response:
+        job = _owned_job(request, job_id)
+        since = _int_param(request, "since_seq", 0, 0, 2**31)
+        limit = _int_param(request, "limit", 200, 1, 1000)
+        events = selectors.job_events(job=job, since_seq=since, limit=limit + 1)
+        has_more = len(events) > limit
+        events = events[:limit]
+        return Response(
+            {
+                "job_id": job.id,
+                "events": [event_body(e) for e in events],
+                "next_seq": events[-1].seq if events else since,
+                "has_more": has_more,
+            }
+        )
+
+
+def event_body(event) -> dict[str, Any]:
+    return {
+        "seq": event.seq,
+        "type": event.type,
+        "message": event.data.get("message", ""),
+        "data": event.data,
+        "created_at": event.created_at,
+    }
+
+
+def _int_param(request: Request, name: str, default: int, low: int, high: int) -> int:
+    raw = request.query_params.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise exceptions.ValidationError({name: ["must be an integer"]}) from None
+    if not low <= value <= high:
+        raise exceptions.ValidationError({name: [f"must be between {low} and {high}"]})
+    return value
+
+
+class JobTracesView(APIView):
+    @extend_schema(responses={(200, "application/zip"): bytes}, summary="Zip of per-seed traces")
+    def get(self, request: Request, job_id: str):
+        from traces.export import job_traces_response
+
+        return job_traces_response(job=_owned_job(request, job_id))

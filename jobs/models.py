@@ -1,0 +1,177 @@
+"""Eval jobs as rows: the database is the source of truth for work.
+
+A job is one `EvalJob` and one `SeedRun` per seed. Workers claim pending seed runs and hold a
+lease while they work; each try at a seed is a `RolloutAttempt` with its own run id and
+interceptor token. `JobEvent` rows are the numbered events clients can follow.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from django.conf import settings
+from django.db import models
+
+
+def new_job_id() -> str:
+    return f"eval-{secrets.token_hex(16)}"
+
+
+class ApiKey(models.Model):
+    """An API key. Only its SHA-256 is stored; the prefix is shown so people can tell keys apart."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_keys"
+    )
+    name = models.CharField(max_length=100, blank=True)
+    prefix = models.CharField(max_length=16, unique=True)
+    key_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.user})"
+
+
+class JobStatus(models.TextChoices):
+    PENDING = "pending"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+TERMINAL_JOB_STATUSES = (JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED)
+
+
+class EvalJob(models.Model):
+    id = models.CharField(primary_key=True, max_length=40, default=new_job_id, editable=False)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="eval_jobs"
+    )
+    status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.PENDING)
+    error = models.TextField(null=True, blank=True)
+
+    task_app_url = models.CharField(max_length=2048)
+    # Fernet ciphertext (evalhub.crypto); empty when the client sent no key.
+    task_app_api_key_encrypted = models.TextField(blank=True, default="")
+    app_id = models.CharField(max_length=255, null=True, blank=True)
+    env_name = models.CharField(max_length=255, null=True, blank=True)
+    policy = models.JSONField(default=dict)
+    env_config = models.JSONField(default=dict)
+    verifier_config = models.JSONField(null=True, blank=True)
+    mode = models.CharField(max_length=8, default="eval")
+    max_concurrent = models.PositiveIntegerField(default=5)
+    timeout_s = models.FloatField(default=600.0)
+    max_cost_usd = models.FloatField(null=True, blank=True)
+    max_tokens = models.BigIntegerField(null=True, blank=True)
+    num_seeds = models.PositiveIntegerField(default=0)
+
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    # Storage name of the finished traces zip, once built.
+    traces_zip_name = models.CharField(max_length=512, blank=True, default="")
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["owner", "-created_at"]),
+            models.Index(fields=["owner", "status"]),
+        ]
+
+    def __str__(self) -> str:
+        return self.id
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL_JOB_STATUSES
+
+    @property
+    def has_task_app_api_key(self) -> bool:
+        return bool(self.task_app_api_key_encrypted)
+
+
+class SeedStatus(models.TextChoices):
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+TERMINAL_SEED_STATUSES = (SeedStatus.SUCCEEDED, SeedStatus.FAILED, SeedStatus.CANCELLED)
+
+
+class SeedRun(models.Model):
+    job = models.ForeignKey(EvalJob, on_delete=models.CASCADE, related_name="seed_runs")
+    seed = models.BigIntegerField()
+    status = models.CharField(max_length=16, choices=SeedStatus.choices, default=SeedStatus.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    # Who holds the seed now and until when; an expired lease makes it claimable again.
+    lease_owner = models.CharField(max_length=128, blank=True, default="")
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    # Earliest time the next attempt may start (backoff after a transient failure).
+    not_before = models.DateTimeField(null=True, blank=True)
+
+    score = models.FloatField(null=True, blank=True)
+    reward_mean = models.FloatField(null=True, blank=True)
+    outcome_score = models.FloatField(null=True, blank=True)
+    events_score = models.FloatField(null=True, blank=True)
+    verifier_score = models.FloatField(null=True, blank=True)
+    metrics = models.JSONField(null=True, blank=True)
+    task_trace = models.JSONField(null=True, blank=True)
+    latency_ms = models.FloatField(null=True, blank=True)
+    error = models.TextField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["job", "seed"]
+        constraints = [models.UniqueConstraint(fields=["job", "seed"], name="seed_run_unique_seed")]
+        indexes = [models.Index(fields=["job", "status"])]
+
+    def __str__(self) -> str:
+        return f"{self.job_id}#{self.seed}"
+
+
+class RolloutAttempt(models.Model):
+    """One POST /rollout for a seed. Each attempt has its own run id and interceptor token."""
+
+    seed_run = models.ForeignKey(SeedRun, on_delete=models.CASCADE, related_name="rollout_attempts")
+    number = models.PositiveIntegerField()
+    run_id = models.CharField(max_length=64, unique=True)
+    # SHA-256 of the interceptor token; the token itself lives only in the inference URL.
+    token_hash = models.CharField(max_length=64, unique=True)
+    status = models.CharField(max_length=16, default="running")
+    http_status = models.PositiveIntegerField(null=True, blank=True)
+    error = models.TextField(null=True, blank=True)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    latency_ms = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["seed_run", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["seed_run", "number"], name="attempt_unique_number")
+        ]
+
+    def __str__(self) -> str:
+        return self.run_id
+
+
+class JobEvent(models.Model):
+    job = models.ForeignKey(EvalJob, on_delete=models.CASCADE, related_name="events")
+    seq = models.PositiveIntegerField()
+    type = models.CharField(max_length=64)
+    data = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["job", "seq"]
+        constraints = [models.UniqueConstraint(fields=["job", "seq"], name="job_event_unique_seq")]

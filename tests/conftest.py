@@ -1,0 +1,65 @@
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from rest_framework.test import APIClient
+
+from evalhub.celery import app as celery_app
+from jobs.apikeys import api_key_create_for_username
+from tests.support import servers
+
+
+@pytest.fixture
+def make_client(db):
+    """A factory: an API client authenticated with a fresh key of user `username`."""
+
+    def make(username: str = "alice") -> APIClient:
+        _, plaintext = api_key_create_for_username(username=username)
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {plaintext}")
+        client.api_key = plaintext
+        return client
+
+    return make
+
+
+@pytest.fixture
+def client_alice(make_client) -> APIClient:
+    return make_client("alice")
+
+
+@pytest.fixture
+def client_bob(make_client) -> APIClient:
+    return make_client("bob")
+
+
+@pytest.fixture(scope="session")
+def celery_queue() -> str:
+    """A queue of this test session's own, so stale messages from other runs are never picked up."""
+    queue = f"evalhub-test-{uuid.uuid4().hex[:8]}"
+    celery_app.conf.task_default_queue = queue
+    return queue
+
+
+@pytest.fixture
+def worker_factory(transactional_db, celery_queue):
+    """Start real Celery worker processes against the test database; stopped after the test."""
+    started: list[servers.ChildProcess] = []
+
+    def start(**kwargs) -> servers.ChildProcess:
+        worker = servers.start_worker(queue=celery_queue, **kwargs)
+        started.append(worker)
+        return worker
+
+    yield start
+    for worker in started:
+        worker.stop()
+
+
+@pytest.fixture
+def web_server(transactional_db):
+    """evalhub's ASGI app in a uvicorn process on a loopback port; yields its base URL."""
+    web, base = servers.start_web()
+    yield base
+    web.stop()
