@@ -7,9 +7,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-WIDTH = 600
+WIDTH = 480
 HEIGHT = 200
-PAD_LEFT = 44
+PAD_LEFT = 58
 PAD_BOTTOM = 26
 PAD_TOP = 8
 MAX_BARS = 120
@@ -31,6 +31,7 @@ class Chart:
     x_labels: list[tuple[float, str]]
     y_max_label: str
     empty: bool
+    has_failed: bool = False
     width: int = WIDTH
     height: int = HEIGHT
     plot_left: int = PAD_LEFT
@@ -111,9 +112,15 @@ def cost_per_seed(*, rows: list[dict[str, Any]]) -> Chart:
                 failed=any(r["status"] == "failed" for r in g),
             )
         )
-    every = max(1, len(groups) // 6)
+    every = math.ceil(len(groups) / 6)
     labels = [
         (PAD_LEFT + i * bar_w + bar_w / 2, str(groups[i][0]["seed"]))
         for i in range(0, len(groups), every)
     ]
-    return Chart(bars=bars, x_labels=labels, y_max_label=f"${top:.4g}", empty=False)
+    return Chart(
+        bars=bars,
+        x_labels=labels,
+        y_max_label=f"${top:.2g}",
+        empty=False,
+        has_failed=any(b.failed for b in bars),
+    )

@@ -59,15 +59,13 @@ def job_list_figures(*, jobs: list[EvalJob]) -> dict[str, dict[str, Any]]:
     figures = {}
     for job in jobs:
         c = counts[job.id]
-        done = c.get(SeedStatus.SUCCEEDED, 0) + c.get(SeedStatus.FAILED, 0)
         u = usage.get(job.id)
         figures[job.id] = {
-            "progress": {
-                "completed": done,
-                "total": job.num_seeds,
-                "failed": c.get(SeedStatus.FAILED, 0),
-                "percent": percent(done, job.num_seeds),
-            },
+            "progress": progress_bar(
+                succeeded=c.get(SeedStatus.SUCCEEDED, 0),
+                failed=c.get(SeedStatus.FAILED, 0),
+                total=job.num_seeds,
+            ),
             "mean_score": means.get(job.id),
             "tokens": int(u["tokens"] or 0) if u else 0,
             # Never a silent 0: one call of unknown price makes the total unknown.
@@ -79,6 +77,19 @@ def job_list_figures(*, jobs: list[EvalJob]) -> dict[str, dict[str, Any]]:
 
 def percent(done: int, total: int) -> float:
     return round(100.0 * done / total, 1) if total else 0.0
+
+
+def progress_bar(*, succeeded: int, failed: int, total: int) -> dict[str, Any]:
+    """What a progress bar draws: done of total, the succeeded and failed parts in percent."""
+    return {
+        "completed": succeeded + failed,
+        "total": total,
+        "succeeded": succeeded,
+        "failed": failed,
+        "percent": percent(succeeded + failed, total),
+        "percent_succeeded": percent(succeeded, total),
+        "percent_failed": percent(failed, total),
+    }
 
 
 def job_duration_s(*, job: EvalJob, now: datetime | None = None) -> float | None:
@@ -190,6 +201,7 @@ def conversation_steps(*, calls: list[LLMCall]) -> list[CallStep]:
     rewrote it), show that request whole and say so."""
     steps = []
     history: list[str] = []
+    tool_names: dict[str, str] = {}
     for call in calls:
         raw = call.request.get("messages") if isinstance(call.request, dict) else None
         raw = raw if isinstance(raw, list) else []
@@ -197,12 +209,19 @@ def conversation_steps(*, calls: list[LLMCall]) -> list[CallStep]:
         continues = keys[: len(history)] == history
         new_raw = raw[len(history) :] if continues else raw
         answer_raw, finish = response_message(call.response)
+        new_messages = [message_from_openai(m) for m in new_raw]
+        answer = [message_from_openai(answer_raw)] if answer_raw else []
+        for m in new_messages + answer:
+            for tc in m.tool_calls:
+                tool_names[tc.id] = tc.name
+            if m.role == "tool" and not m.name:
+                m.name = tool_names.get(m.tool_call_id, "")
         steps.append(
             CallStep(
                 call=call,
-                new_messages=[message_from_openai(m) for m in new_raw],
+                new_messages=new_messages,
                 history_rewritten=bool(history) and not continues,
-                answer=[message_from_openai(answer_raw)] if answer_raw else [],
+                answer=answer,
                 finish_reason=finish,
             )
         )

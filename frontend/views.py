@@ -146,7 +146,12 @@ def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
             "config": job_config(job),
             "config_json": json.dumps(job_config(job), indent=2, default=str),
             "summary": summary,
-            "progress": {**progress, "percent": dash.percent(progress["completed"], job.num_seeds)},
+            "progress": {
+                **progress,
+                **dash.progress_bar(
+                    succeeded=progress["succeeded"], failed=progress["failed"], total=job.num_seeds
+                ),
+            },
             "duration_s": dash.job_duration_s(job=job),
             "score_chart": charts.score_histogram(rows=rows),
             "cost_chart": charts.cost_per_seed(rows=rows),
@@ -155,6 +160,7 @@ def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
             "sort": sort,
             "descending": descending,
             "seed_columns": SEED_COLUMNS,
+            "optional_columns": ("latency_ms", "tokens", "attempts"),
             "table_filter": table_filter,
             "query_without_page": query.urlencode(),
             "nav": "jobs",
@@ -176,7 +182,9 @@ def job_progress(request: HttpRequest, job_id: str) -> JsonResponse:
             "terminal": job.is_terminal,
             "error": job.error,
             **progress,
-            "percent": dash.percent(progress["completed"], job.num_seeds),
+            **dash.progress_bar(
+                succeeded=progress["succeeded"], failed=progress["failed"], total=job.num_seeds
+            ),
         }
     )
 

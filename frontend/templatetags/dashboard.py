@@ -39,7 +39,9 @@ def tokens(value: int | None) -> str:
 def ms(value: float | None) -> str:
     if value is None:
         return DASH
-    return f"{value:.0f} ms" if value < 10_000 else f"{value / 1000:.1f} s"
+    if value < 1000:
+        return f"{value:.0f} ms"
+    return f"{value / 1000:.2f} s" if value < 10_000 else f"{value / 1000:.1f} s"
 
 
 @register.filter

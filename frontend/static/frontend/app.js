@@ -7,10 +7,17 @@ function setProgress(el, p) {
   if (!el) return;
   el.setAttribute("aria-valuenow", String(p.completed));
   el.setAttribute("aria-valuemax", String(p.total));
-  el.querySelector(".progress-fill").style.width = p.percent + "%";
-  el.querySelector(".progress-fill").classList.toggle("has-failures", p.failed > 0);
+  el.querySelector(".progress-ok").style.width = p.percent_succeeded + "%";
+  el.querySelector(".progress-failed").style.width = p.percent_failed + "%";
   el.querySelector("[data-done]").textContent = p.completed;
   el.querySelector("[data-total]").textContent = p.total;
+  let fails = el.querySelector(".progress-fails");
+  if (p.failed && !fails) {
+    fails = document.createElement("span");
+    fails.className = "progress-fails";
+    el.querySelector(".progress-text").append(" ", fails);
+  }
+  if (fails) fails.textContent = p.failed ? "(" + p.failed + " failed)" : "";
 }
 
 function setBadge(el, status) {
@@ -100,9 +107,13 @@ document.addEventListener("DOMContentLoaded", () => {
     const msg = e.target.dataset && e.target.dataset.confirm;
     if (msg && !window.confirm(msg)) e.preventDefault();
   });
-  document.querySelectorAll("form[data-autosubmit] select, form[data-autosubmit] input[type=checkbox]").forEach((el) =>
-    el.addEventListener("change", () => el.form.requestSubmit())
-  );
+  // Delegated: the live results section is replaced while the job runs.
+  document.addEventListener("change", (e) => {
+    const el = e.target;
+    if (el.form && el.form.hasAttribute("data-autosubmit") && el.matches("select, input[type=checkbox]")) {
+      el.form.requestSubmit();
+    }
+  });
   document.querySelectorAll("[data-copy]").forEach((btn) =>
     btn.addEventListener("click", async () => {
       const input = document.querySelector(btn.dataset.copy);
