@@ -186,6 +186,24 @@ def seed_run_get(*, job: EvalJob, seed: int) -> SeedRun | None:
     return SeedRun.objects.filter(job=job, seed=seed).first()
 
 
+def seed_run_usage(*, seed_run: SeedRun) -> dict[str, Any] | None:
+    """Tokens and cost of one seed, shaped as `jobs.selectors.seed_usage` gives them per seed."""
+    totals = LLMCall.objects.filter(attempt__seed_run=seed_run).aggregate(
+        tokens=Sum("total_tokens"),
+        cost=Sum("cost_usd"),
+        unknown=Count("id", filter=Q(cost_unknown=True)),
+        calls=Count("id"),
+    )
+    if not totals["calls"]:
+        return None
+    return {
+        "tokens": int(totals["tokens"] or 0),
+        "cost_usd": None if totals["unknown"] else float(totals["cost"] or 0.0),
+        "cost_unknown": bool(totals["unknown"]),
+        "num_llm_calls": totals["calls"],
+    }
+
+
 def seed_attempts(*, seed_run: SeedRun) -> list[AttemptView]:
     """Every attempt of the seed, oldest first, each with its conversation."""
     attempts = list(RolloutAttempt.objects.filter(seed_run=seed_run).order_by("number"))

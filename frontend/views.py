@@ -163,6 +163,8 @@ def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
             "optional_columns": ("latency_ms", "tokens", "attempts"),
             "table_filter": table_filter,
             "query_without_page": query.urlencode(),
+            # Re-rendering the results of a big job is not free: do it less often.
+            "results_refresh_ms": 2000 if job.num_seeds <= 2000 else 15000,
             "nav": "jobs",
         },
     )
@@ -216,7 +218,7 @@ def seed_detail(request: HttpRequest, job_id: str, seed: int) -> HttpResponse:
     seed_run = dash.seed_run_get(job=job, seed=seed)
     if seed_run is None:
         raise Http404("No such seed in this job.")
-    usage = selectors.seed_usage(job=job).get(seed_run.id)
+    usage = dash.seed_run_usage(seed_run=seed_run)
     secret = _task_app_key(job)
     return render(
         request,

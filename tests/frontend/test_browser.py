@@ -70,6 +70,15 @@ def test_jobs_list_shows_every_job_and_filters_by_status(page, dashboard_user):
     expect(page.locator(f"tr[data-job-id='{done.id}']")).to_contain_text("0.688")
     screenshot(page, "jobs-list")
 
+    # The bars of running jobs move without a reload.
+    page.evaluate("window.__sameDocument = true")
+    with orm_allowed():
+        for seed_run in SeedRun.objects.filter(job=running, status="pending").order_by("seed")[:2]:
+            job_rows.seed_complete(seed_run=seed_run, error="task app timed out")
+    expect(running_row.locator("[data-progress]")).to_have_attribute("aria-valuenow", "6")
+    expect(running_row).to_contain_text("(2 failed)")
+    assert page.evaluate("window.__sameDocument") is True
+
     page.get_by_label("Status").select_option("completed")
     expect(page).to_have_url(f"{page.url.split('?')[0]}?status=completed")
     expect(rows).to_have_count(1)

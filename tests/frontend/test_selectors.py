@@ -160,3 +160,17 @@ def test_job_list_figures_sum_usage_and_never_show_an_unknown_cost_as_zero(db, d
         "progress": dash.progress_bar(succeeded=0, failed=0, total=3),
         "mean_score": None, "tokens": 0, "cost_usd": 0.0, "duration_s": None,
     }  # fmt: skip
+
+
+def test_one_seeds_usage_matches_the_jobs_per_seed_usage(db, django_user_model):
+    from jobs.selectors import seed_usage
+
+    owner = django_user_model.objects.create_user(username="dave")
+    job = job_rows.job_make(owner=owner, seeds=[0, 1, 2])
+    runs = list(SeedRun.objects.filter(job=job).order_by("seed"))
+    job_rows.attempt_record(seed_run=runs[0])
+    job_rows.attempt_record(seed_run=runs[1], cost=None)
+    per_seed = seed_usage(job=job)
+    for run in runs:
+        assert dash.seed_run_usage(seed_run=run) == per_seed.get(run.id)
+    assert dash.seed_run_usage(seed_run=runs[1])["cost_usd"] is None

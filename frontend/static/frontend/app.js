@@ -36,6 +36,8 @@ async function getJSON(url) {
 // from the server (same URL, same filters) without reloading the page.
 function watchJob(root) {
   let last = null;
+  let refreshedAt = Date.now();
+  const refreshMs = Number(root.dataset.refreshMs || POLL_MS);
   async function refreshResults() {
     const r = await fetch(window.location.href, { credentials: "same-origin" });
     if (!r.ok) return;
@@ -60,8 +62,14 @@ function watchJob(root) {
       if (el) el.textContent = p[k];
     }
     const key = p.status + ":" + p.completed + ":" + p.running;
-    if (last !== null && key !== last) await refreshResults();
-    last = key;
+    const due = p.terminal || Date.now() - refreshedAt >= refreshMs;
+    if (last !== null && key !== last && due) {
+      await refreshResults();
+      refreshedAt = Date.now();
+      last = key;
+    } else if (last === null) {
+      last = key;
+    }
     if (p.terminal) {
       document.querySelectorAll("[data-hide-when-terminal]").forEach((el) => el.remove());
       root.dataset.terminal = "1";
