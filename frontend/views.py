@@ -79,6 +79,7 @@ def api_key_revoke_view(request: HttpRequest, prefix: str) -> HttpResponse:
 
 @login_required
 @require_GET
+@never_cache
 def job_list(request: HttpRequest) -> HttpResponse:
     status = request.GET.get("status") or ""
     if status not in JobStatus.values:
