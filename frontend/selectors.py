@@ -186,6 +186,14 @@ def seed_run_get(*, job: EvalJob, seed: int) -> SeedRun | None:
     return SeedRun.objects.filter(job=job, seed=seed).first()
 
 
+def seed_neighbours(*, seed_run: SeedRun) -> tuple[int | None, int | None]:
+    """The seeds just before and after this one in the job, for prev/next links."""
+    runs = SeedRun.objects.filter(job_id=seed_run.job_id)
+    before = runs.filter(seed__lt=seed_run.seed).order_by("-seed").values_list("seed", flat=True)
+    after = runs.filter(seed__gt=seed_run.seed).order_by("seed").values_list("seed", flat=True)
+    return before.first(), after.first()
+
+
 def seed_run_usage(*, seed_run: SeedRun) -> dict[str, Any] | None:
     """Tokens and cost of one seed, shaped as `jobs.selectors.seed_usage` gives them per seed."""
     totals = LLMCall.objects.filter(attempt__seed_run=seed_run).aggregate(

@@ -221,6 +221,7 @@ def seed_detail(request: HttpRequest, job_id: str, seed: int) -> HttpResponse:
         raise Http404("No such seed in this job.")
     usage = dash.seed_run_usage(seed_run=seed_run)
     secret = _task_app_key(job)
+    previous_seed, next_seed = dash.seed_neighbours(seed_run=seed_run)
     return render(
         request,
         "frontend/seed_detail.html",
@@ -231,6 +232,8 @@ def seed_detail(request: HttpRequest, job_id: str, seed: int) -> HttpResponse:
             "attempts": dash.seed_attempts(seed_run=seed_run),
             "metrics_json": _redacted_json(seed_run.metrics, secret),
             "task_trace_json": _redacted_json(seed_run.task_trace, secret),
+            "previous_seed": previous_seed,
+            "next_seed": next_seed,
             "nav": "jobs",
         },
     )

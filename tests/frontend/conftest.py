@@ -28,7 +28,10 @@ def dashboard_user(transactional_db, django_user_model):
 def page(chromium, web_server, dashboard_user, celery_queue):
     """A signed-out browser tab at 1280x800 whose relative URLs go to the web process.
     Function-scoped: the browser stops before the test database is flushed."""
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
+
+    # The pages poll every 2 s; leave room for a slow machine.
+    expect.set_options(timeout=15_000)
 
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=str(chromium), args=CHROMIUM_ARGS)

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 import zipfile
+from datetime import timedelta
 
 import httpx
 import pytest
+from django.utils import timezone
 from playwright.sync_api import expect
 
-from jobs.models import JobStatus, SeedRun
+from jobs.models import EvalJob, JobStatus, SeedRun
 from tests.frontend import job_rows
 from tests.support.browser import orm_allowed, screenshot, sign_in
 
@@ -59,6 +61,10 @@ def test_jobs_list_shows_every_job_and_filters_by_status(page, dashboard_user):
             job_rows.seed_complete(seed_run=seed_run, score=0.5)
         failed = job_rows.job_make(owner=dashboard_user, seeds=[7])
         job_rows.job_finish(job=failed, status=JobStatus.FAILED)
+        for minutes, job in enumerate([done, running, failed]):
+            EvalJob.objects.filter(pk=job.pk).update(
+                created_at=timezone.now() - timedelta(minutes=3 - minutes)
+            )
 
     sign_in(page)
     rows = page.locator("table.jobs tbody tr")

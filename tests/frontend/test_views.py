@@ -5,9 +5,11 @@ from __future__ import annotations
 import io
 import re
 import zipfile
+from datetime import timedelta
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from jobs.models import ApiKey, EvalJob, JobStatus, SeedRun, SeedStatus
 from tests.frontend import job_rows
@@ -113,6 +115,9 @@ def test_revoke_a_key_and_never_someone_elses(web, alice, bob):
 
 def test_jobs_list_is_newest_first_filtered_and_paginated(web, alice, bob):
     jobs = [job_rows.job_make(owner=alice, seeds=[0]) for _ in range(27)]
+    base = timezone.now()
+    for i, job in enumerate(jobs):  # distinct times: ids are random, so ties would shuffle
+        EvalJob.objects.filter(pk=job.pk).update(created_at=base + timedelta(seconds=i))
     job_rows.job_finish(job=jobs[0], status=JobStatus.FAILED)
     job_rows.job_make(owner=bob, seeds=[0])
 
@@ -262,6 +267,15 @@ def test_seed_page_hides_the_task_app_key_if_the_task_app_echoed_it(web, alice):
     )
     html = web.get(f"/jobs/{job.id}/seeds/0/").content.decode()
     assert job_rows.TASK_APP_KEY not in html and "[redacted]" in html
+
+
+def test_seed_page_links_to_the_previous_and_next_seeds(web, alice):
+    job = job_rows.job_make(owner=alice, seeds=[-2, 5, 9])
+    html = web.get(f"/jobs/{job.id}/seeds/5/").content.decode()
+    assert f'href="/jobs/{job.id}/seeds/-2/" rel="prev"' in html
+    assert f'href="/jobs/{job.id}/seeds/9/" rel="next"' in html
+    first = web.get(f"/jobs/{job.id}/seeds/-2/").content.decode()
+    assert 'rel="prev"' not in first
 
 
 def test_an_unknown_seed_is_not_found(web, alice):
