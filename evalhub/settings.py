@@ -224,3 +224,8 @@ LOGGING = {
 EVALHUB_PROVIDERS = envjson("EVALHUB_PROVIDERS", {})
 if not isinstance(EVALHUB_PROVIDERS, dict):
     raise ImproperlyConfigured("EVALHUB_PROVIDERS must be a JSON object")
+
+# --- Dashboard ----------------------------------------------------------------------------------
+# Serve the dashboard's CSS and JS straight from the apps' static folders too, so a process
+# that never ran collectstatic (a fresh checkout, the tests' web server) still has them.
+WHITENOISE_USE_FINDERS = True

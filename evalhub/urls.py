@@ -10,4 +10,5 @@ urlpatterns = [
     path("api/docs", SpectacularRedocView.as_view(url_name="openapi-schema"), name="api-docs"),
     path("api/", include("jobs.urls")),
     path("admin/", admin.site.urls),
+    path("", include("frontend.urls")),
 ]

@@ -1,0 +1,393 @@
+"""Reads for the dashboard: figures for a page of jobs, a seed's attempts and the conversation
+its policy lived, rebuilt from the recorded LLM calls."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Avg, Count, F, Q, QuerySet, Sum
+from django.utils import timezone
+
+from jobs.models import ApiKey, EvalJob, RolloutAttempt, SeedRun, SeedStatus
+from traces.models import LLMCall
+
+# --- API keys ---------------------------------------------------------------------------------
+
+
+def api_key_list(*, user: AbstractBaseUser) -> QuerySet[ApiKey]:
+    """The user's keys, live ones first, newest first."""
+    return ApiKey.objects.filter(user=user).order_by(
+        F("revoked_at").asc(nulls_first=True), "-created_at"
+    )
+
+
+# --- jobs list ------------------------------------------------------------------------------
+
+
+def job_list_figures(*, jobs: list[EvalJob]) -> dict[str, dict[str, Any]]:
+    """Progress, mean score, tokens and cost of each job of a page, in three queries."""
+    ids = [job.id for job in jobs]
+    counts: dict[str, dict[str, int]] = {job_id: {} for job_id in ids}
+    for job_id, status, n in (
+        SeedRun.objects.filter(job_id__in=ids)
+        .values_list("job_id", "status")
+        .annotate(n=Count("id"))
+        .order_by()
+    ):
+        counts[job_id][status] = n
+    means = dict(
+        SeedRun.objects.filter(job_id__in=ids, status=SeedStatus.SUCCEEDED, score__isnull=False)
+        .values_list("job_id")
+        .annotate(mean=Avg("score"))
+        .order_by()
+    )
+    usage = {
+        row["attempt__seed_run__job_id"]: row
+        for row in LLMCall.objects.filter(attempt__seed_run__job_id__in=ids)
+        .values("attempt__seed_run__job_id")
+        .annotate(
+            tokens=Sum("total_tokens"),
+            cost=Sum("cost_usd"),
+            unknown=Count("id", filter=Q(cost_unknown=True)),
+        )
+        .order_by()
+    }
+    figures = {}
+    for job in jobs:
+        c = counts[job.id]
+        u = usage.get(job.id)
+        figures[job.id] = {
+            "progress": progress_bar(
+                succeeded=c.get(SeedStatus.SUCCEEDED, 0),
+                failed=c.get(SeedStatus.FAILED, 0),
+                total=job.num_seeds,
+            ),
+            "mean_score": means.get(job.id),
+            "tokens": int(u["tokens"] or 0) if u else 0,
+            # Never a silent 0: one call of unknown price makes the total unknown.
+            "cost_usd": None if u and u["unknown"] else (float(u["cost"] or 0.0) if u else 0.0),
+            "duration_s": job_duration_s(job=job),
+        }
+    return figures
+
+
+def percent(done: int, total: int) -> float:
+    return round(100.0 * done / total, 1) if total else 0.0
+
+
+def progress_bar(*, succeeded: int, failed: int, total: int) -> dict[str, Any]:
+    """What a progress bar draws: done of total, the succeeded and failed parts in percent."""
+    return {
+        "completed": succeeded + failed,
+        "total": total,
+        "succeeded": succeeded,
+        "failed": failed,
+        "percent": percent(succeeded + failed, total),
+        "percent_succeeded": percent(succeeded, total),
+        "percent_failed": percent(failed, total),
+    }
+
+
+def job_duration_s(*, job: EvalJob, now: datetime | None = None) -> float | None:
+    """Seconds from start to end, or to now while the job runs; None before it starts."""
+    if job.started_at is None:
+        return None
+    end = job.completed_at or (None if job.is_terminal else (now or timezone.now()))
+    if end is None:
+        return None
+    return max(0.0, (end - job.started_at).total_seconds())
+
+
+def job_progress_many(*, owner: AbstractBaseUser, job_ids: list[str]) -> dict[str, Any]:
+    """Status and progress of several of the owner's jobs (the jobs list polls this)."""
+    jobs = list(EvalJob.objects.filter(owner=owner, pk__in=job_ids[:200]))
+    figures = job_list_figures(jobs=jobs)
+    return {
+        job.id: {"status": job.status, "terminal": job.is_terminal, **figures[job.id]["progress"]}
+        for job in jobs
+    }
+
+
+# --- seed rows of a job page ----------------------------------------------------------------
+
+SEED_SORT_KEYS = ("seed", "status", "score", "latency_ms", "tokens", "cost_usd", "attempts")
+
+
+def seed_rows_filter(
+    *,
+    rows: list[dict[str, Any]],
+    failures_only: bool = False,
+    min_score: float | None = None,
+    max_score: float | None = None,
+    sort: str = "seed",
+    descending: bool = False,
+) -> list[dict[str, Any]]:
+    """Filter and sort the per-seed rows of `jobs.selectors.job_results`. Missing values sort
+    last whichever the direction."""
+    if failures_only:
+        rows = [r for r in rows if r["status"] == SeedStatus.FAILED or r["error"]]
+    if min_score is not None:
+        rows = [r for r in rows if r["score"] is not None and r["score"] >= min_score]
+    if max_score is not None:
+        rows = [r for r in rows if r["score"] is not None and r["score"] <= max_score]
+    if sort not in SEED_SORT_KEYS:
+        sort = "seed"
+    present = [r for r in rows if r[sort] is not None]
+    missing = [r for r in rows if r[sort] is None]
+    present.sort(key=lambda r: (r[sort], r["seed"]), reverse=descending)
+    return present + missing
+
+
+# --- a seed's attempts and conversation ----------------------------------------------------
+
+
+@dataclass
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # pretty-printed when it is JSON
+
+
+@dataclass
+class Message:
+    """One message of the conversation, normalised from OpenAI chat format."""
+
+    role: str
+    text: str = ""
+    reasoning: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    tool_call_id: str = ""
+    name: str = ""
+    attachments: list[str] = field(default_factory=list)
+
+
+@dataclass
+class CallStep:
+    """An LLM call: the messages the policy added since the previous call, then the answer."""
+
+    call: LLMCall
+    new_messages: list[Message]
+    history_rewritten: bool
+    answer: list[Message]
+    finish_reason: str = ""
+
+
+@dataclass
+class AttemptView:
+    attempt: RolloutAttempt
+    steps: list[CallStep]
+
+
+def seed_run_get(*, job: EvalJob, seed: int) -> SeedRun | None:
+    return SeedRun.objects.filter(job=job, seed=seed).first()
+
+
+def seed_neighbours(*, seed_run: SeedRun) -> tuple[int | None, int | None]:
+    """The seeds just before and after this one in the job, for prev/next links."""
+    runs = SeedRun.objects.filter(job_id=seed_run.job_id)
+    before = runs.filter(seed__lt=seed_run.seed).order_by("-seed").values_list("seed", flat=True)
+    after = runs.filter(seed__gt=seed_run.seed).order_by("seed").values_list("seed", flat=True)
+    return before.first(), after.first()
+
+
+def seed_run_usage(*, seed_run: SeedRun) -> dict[str, Any] | None:
+    """Tokens and cost of one seed, shaped as `jobs.selectors.seed_usage` gives them per seed."""
+    totals = LLMCall.objects.filter(attempt__seed_run=seed_run).aggregate(
+        tokens=Sum("total_tokens"),
+        cost=Sum("cost_usd"),
+        unknown=Count("id", filter=Q(cost_unknown=True)),
+        calls=Count("id"),
+    )
+    if not totals["calls"]:
+        return None
+    return {
+        "tokens": int(totals["tokens"] or 0),
+        "cost_usd": None if totals["unknown"] else float(totals["cost"] or 0.0),
+        "cost_unknown": bool(totals["unknown"]),
+        "num_llm_calls": totals["calls"],
+    }
+
+
+def seed_attempts(*, seed_run: SeedRun) -> list[AttemptView]:
+    """Every attempt of the seed, oldest first, each with its conversation."""
+    attempts = list(RolloutAttempt.objects.filter(seed_run=seed_run).order_by("number"))
+    calls: dict[int, list[LLMCall]] = {a.id: [] for a in attempts}
+    for call in LLMCall.objects.filter(attempt__seed_run=seed_run).order_by("attempt_id", "seq"):
+        calls[call.attempt_id].append(call)
+    return [AttemptView(attempt=a, steps=conversation_steps(calls=calls[a.id])) for a in attempts]
+
+
+def conversation_steps(*, calls: list[LLMCall]) -> list[CallStep]:
+    """Each call's request repeats the history; show only what is new since the previous call
+    and its answer. When a request does not continue the history (the task app trimmed or
+    rewrote it), show that request whole and say so."""
+    steps = []
+    history: list[str] = []
+    tool_names: dict[str, str] = {}
+    for call in calls:
+        raw = call.request.get("messages") if isinstance(call.request, dict) else None
+        raw = raw if isinstance(raw, list) else []
+        keys = [_canonical(m) for m in raw]
+        continues = keys[: len(history)] == history
+        new_raw = raw[len(history) :] if continues else raw
+        answer_raw, finish = response_message(call.response)
+        new_messages = [message_from_openai(m) for m in new_raw]
+        answer = [message_from_openai(answer_raw)] if answer_raw else []
+        for m in new_messages + answer:
+            for tc in m.tool_calls:
+                tool_names[tc.id] = tc.name
+            if m.role == "tool" and not m.name:
+                m.name = tool_names.get(m.tool_call_id, "")
+        steps.append(
+            CallStep(
+                call=call,
+                new_messages=new_messages,
+                history_rewritten=bool(history) and not continues,
+                answer=answer,
+                finish_reason=finish,
+            )
+        )
+        history = keys + ([_canonical(answer_raw)] if answer_raw else [])
+    return steps
+
+
+def _canonical(message: Any) -> str:
+    if isinstance(message, dict):
+        # Clients echo assistant messages back with fields added or dropped (refusal: null,
+        # annotations: []...); compare what the conversation is made of.
+        message = {
+            k: message.get(k)
+            for k in ("role", "content", "tool_calls", "tool_call_id")
+            if message.get(k) not in (None, [], "")
+        }
+    return json.dumps(message, sort_keys=True, default=str)
+
+
+def response_message(response: Any) -> tuple[dict[str, Any] | None, str]:
+    """The assistant message of a chat completion (first choice) and its finish reason.
+    A streamed response stored as its chunks is assembled first."""
+    if isinstance(response, dict) and isinstance(response.get("chunks"), list):
+        response = response["chunks"]
+    if isinstance(response, list):
+        return _assemble_chunks(response)
+    if not isinstance(response, dict):
+        return None, ""
+    choices = response.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return None, ""
+    message = choices[0].get("message")
+    return (message if isinstance(message, dict) else None), str(
+        choices[0].get("finish_reason") or ""
+    )
+
+
+def _assemble_chunks(chunks: list[Any]) -> tuple[dict[str, Any] | None, str]:
+    content, reasoning, finish = [], [], ""
+    tools: dict[int, dict[str, Any]] = {}
+    seen = False
+    for chunk in chunks:
+        choices = chunk.get("choices") if isinstance(chunk, dict) else None
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            continue
+        seen = True
+        delta = choices[0].get("delta") or {}
+        finish = choices[0].get("finish_reason") or finish
+        if not isinstance(delta, dict):
+            continue
+        if isinstance(delta.get("content"), str):
+            content.append(delta["content"])
+        for key in ("reasoning_content", "reasoning"):
+            if isinstance(delta.get(key), str):
+                reasoning.append(delta[key])
+        for tc in delta.get("tool_calls") or []:
+            if not isinstance(tc, dict):
+                continue
+            slot = tools.setdefault(
+                int(tc.get("index") or 0), {"id": "", "function": {"name": "", "arguments": ""}}
+            )
+            slot["id"] = tc.get("id") or slot["id"]
+            fn = tc.get("function") or {}
+            slot["function"]["name"] += fn.get("name") or ""
+            slot["function"]["arguments"] += fn.get("arguments") or ""
+    if not seen:
+        return None, ""
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(content)}
+    if reasoning:
+        message["reasoning_content"] = "".join(reasoning)
+    if tools:
+        message["tool_calls"] = [{"type": "function", **tools[i]} for i in sorted(tools)]
+    return message, str(finish)
+
+
+def message_from_openai(raw: Any) -> Message:
+    if not isinstance(raw, dict):
+        return Message(role="unknown", text=json.dumps(raw, default=str))
+    text, attachments = _content_text(raw.get("content"))
+    reasoning = ""
+    for key in ("reasoning_content", "reasoning"):
+        if isinstance(raw.get(key), str) and raw[key]:
+            reasoning = raw[key]
+            break
+    # Some models put their reasoning inline in <think>...</think>.
+    if text.lstrip().startswith("<think>") and "</think>" in text:
+        head, _, rest = text.lstrip()[len("<think>") :].partition("</think>")
+        reasoning = (reasoning + "\n" + head).strip()
+        text = rest.strip()
+    tool_calls = []
+    for tc in raw.get("tool_calls") or []:
+        if isinstance(tc, dict):
+            fn = tc.get("function") or {}
+            tool_calls.append(
+                ToolCall(
+                    id=str(tc.get("id") or ""),
+                    name=str(fn.get("name") or tc.get("type") or "tool"),
+                    arguments=_pretty_json(fn.get("arguments")),
+                )
+            )
+    if isinstance(raw.get("function_call"), dict):  # the older single-function format
+        fn = raw["function_call"]
+        tool_calls.append(
+            ToolCall(
+                id="", name=str(fn.get("name") or ""), arguments=_pretty_json(fn.get("arguments"))
+            )
+        )
+    return Message(
+        role=str(raw.get("role") or "unknown"),
+        text=text,
+        reasoning=reasoning,
+        tool_calls=tool_calls,
+        tool_call_id=str(raw.get("tool_call_id") or ""),
+        name=str(raw.get("name") or ""),
+        attachments=attachments,
+    )
+
+
+def _content_text(content: Any) -> tuple[str, list[str]]:
+    if content is None:
+        return "", []
+    if isinstance(content, str):
+        return content, []
+    if isinstance(content, list):
+        texts, attachments = [], []
+        for part in content:
+            if isinstance(part, dict) and part.get("type") == "text":
+                texts.append(str(part.get("text") or ""))
+            elif isinstance(part, dict):
+                attachments.append(str(part.get("type") or "part"))
+            else:
+                texts.append(str(part))
+        return "\n".join(texts), attachments
+    return json.dumps(content, default=str), []
+
+
+def _pretty_json(value: Any) -> str:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return value
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)

@@ -1,0 +1,74 @@
+"""Formatting for the dashboard's figures. A missing value is shown as an em dash, an unknown
+cost as "unknown" (never as $0)."""
+
+from __future__ import annotations
+
+from django import template
+
+register = template.Library()
+
+DASH = "—"
+
+
+@register.filter
+def score(value: float | None) -> str:
+    return DASH if value is None else f"{value:.3f}"
+
+
+@register.filter
+def usd(value: float | None) -> str:
+    if value is None:
+        return "unknown"
+    if value == 0:
+        return "$0"
+    return f"${value:.4f}" if value >= 0.01 else f"${value:.6f}"
+
+
+@register.filter
+def tokens(value: int | None) -> str:
+    if value is None:
+        return DASH
+    if value >= 1_000_000:
+        return f"{value / 1_000_000:.2f}M"
+    if value >= 10_000:
+        return f"{value / 1000:.1f}k"
+    return f"{value:,}"
+
+
+@register.filter
+def ms(value: float | None) -> str:
+    if value is None:
+        return DASH
+    if value < 1000:
+        return f"{value:.0f} ms"
+    return f"{value / 1000:.2f} s" if value < 10_000 else f"{value / 1000:.1f} s"
+
+
+@register.filter
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return DASH
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h {minutes:02d}m"
+    if minutes:
+        return f"{minutes}m {secs:02d}s"
+    return f"{secs}s"
+
+
+@register.filter
+def get(mapping: dict, key: str):
+    return mapping.get(key) if isinstance(mapping, dict) else None
+
+
+@register.simple_tag(takes_context=True)
+def sort_link(context, key: str) -> str:
+    """The query string that sorts the seed table by `key`, flipping the direction when the
+    table is already sorted by it; filters are kept, the page is reset."""
+    query = context["request"].GET.copy()
+    query.pop("page", None)
+    current, descending = context["sort"], context["descending"]
+    query["sort"] = f"-{key}" if key == current and not descending else key
+    return "?" + query.urlencode()

@@ -1,0 +1,41 @@
+from django.contrib.auth import views as auth_views
+from django.urls import path, register_converter
+
+from frontend import views
+
+
+class SignedIntConverter:
+    """Seeds are any 64-bit integers, negative ones included."""
+
+    regex = "-?[0-9]+"
+
+    def to_python(self, value: str) -> int:
+        return int(value)
+
+    def to_url(self, value: int) -> str:
+        return str(value)
+
+
+register_converter(SignedIntConverter, "seed")
+
+app_name = "frontend"
+
+urlpatterns = [
+    path(
+        "login/",
+        auth_views.LoginView.as_view(
+            template_name="frontend/login.html", redirect_authenticated_user=True
+        ),
+        name="login",
+    ),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("", views.job_list, name="job-list"),
+    path("jobs/progress.json", views.job_list_progress, name="job-list-progress"),
+    path("keys/", views.api_keys, name="api-keys"),
+    path("keys/<str:prefix>/revoke", views.api_key_revoke_view, name="api-key-revoke"),
+    path("jobs/<str:job_id>/", views.job_detail, name="job-detail"),
+    path("jobs/<str:job_id>/progress.json", views.job_progress, name="job-progress"),
+    path("jobs/<str:job_id>/cancel", views.job_cancel, name="job-cancel"),
+    path("jobs/<str:job_id>/traces.zip", views.job_traces_zip, name="job-traces-zip"),
+    path("jobs/<str:job_id>/seeds/<seed:seed>/", views.seed_detail, name="seed-detail"),
+]

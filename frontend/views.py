@@ -1,0 +1,258 @@
+"""The dashboard's pages: thin views over jobs.selectors/services and frontend.selectors.
+Session authentication, CSRF on every form."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET, require_POST
+
+from evalhub import crypto
+from frontend import charts
+from frontend import selectors as dash
+from jobs import selectors, services
+from jobs.api import job_config
+from jobs.apikeys import api_key_create, api_key_revoke
+from jobs.models import EvalJob, JobStatus
+
+JOBS_PER_PAGE = 25
+SEEDS_PER_PAGE = 100
+SEED_COLUMNS = [
+    ("seed", "Seed"),
+    ("status", "Status"),
+    ("score", "Score"),
+    ("latency_ms", "Latency"),
+    ("tokens", "Tokens"),
+    ("cost_usd", "Cost"),
+    ("attempts", "Attempts"),
+]
+
+
+def _owned_job(request: HttpRequest, job_id: str) -> EvalJob:
+    job = selectors.job_get_for_owner(owner=request.user, job_id=job_id)
+    if job is None:
+        raise Http404("No such job.")
+    return job
+
+
+# --- API keys ---------------------------------------------------------------------------------
+
+
+@login_required
+@never_cache
+def api_keys(request: HttpRequest) -> HttpResponse:
+    """GET lists the keys; POST creates one and shows it in this response only: it is never
+    stored in plaintext, so it cannot be shown again."""
+    created = None
+    if request.method == "POST":
+        name = request.POST.get("name", "").strip()[:100]
+        key, plaintext = api_key_create(user=request.user, name=name)
+        created = {"key": key, "plaintext": plaintext}
+    elif request.method != "GET":
+        return HttpResponse(status=405)
+    return render(
+        request,
+        "frontend/api_keys.html",
+        {"keys": dash.api_key_list(user=request.user), "created": created, "nav": "keys"},
+    )
+
+
+@login_required
+@require_POST
+def api_key_revoke_view(request: HttpRequest, prefix: str) -> HttpResponse:
+    key = api_key_revoke(prefix=prefix, user=request.user)
+    if key is None:
+        raise Http404("No such key.")
+    messages.success(request, f"Key {key.prefix}… is revoked.")
+    return redirect("frontend:api-keys")
+
+
+# --- jobs list ------------------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+@never_cache
+def job_list(request: HttpRequest) -> HttpResponse:
+    status = request.GET.get("status") or ""
+    if status not in JobStatus.values:
+        status = ""
+    page = Paginator(selectors.job_list(owner=request.user, status=status or None), JOBS_PER_PAGE)
+    page_obj = page.get_page(request.GET.get("page"))
+    jobs = list(page_obj.object_list)
+    figures = dash.job_list_figures(jobs=jobs)
+    return render(
+        request,
+        "frontend/job_list.html",
+        {
+            "rows": [{"job": job, **figures[job.id]} for job in jobs],
+            "page_obj": page_obj,
+            "status": status,
+            "statuses": JobStatus.values,
+            "nav": "jobs",
+        },
+    )
+
+
+@login_required
+@require_GET
+@never_cache
+def job_list_progress(request: HttpRequest) -> JsonResponse:
+    """Progress of the jobs named in `?ids=a,b`, for the jobs list's live bars."""
+    ids = [i for i in request.GET.get("ids", "").split(",") if i]
+    return JsonResponse({"jobs": dash.job_progress_many(owner=request.user, job_ids=ids)})
+
+
+# --- a job ----------------------------------------------------------------------------------
+
+
+def _float_param(request: HttpRequest, name: str) -> float | None:
+    try:
+        return float(request.GET[name])
+    except (KeyError, ValueError):
+        return None
+
+
+@login_required
+@require_GET
+@never_cache
+def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
+    job = _owned_job(request, job_id)
+    summary, rows = selectors.job_results(job=job)
+    progress = selectors.job_progress(job=job)
+    sort = request.GET.get("sort", "seed")
+    descending = sort.startswith("-")
+    sort = sort.lstrip("-")
+    table_filter = {
+        "failures_only": request.GET.get("failures") == "1",
+        "min_score": _float_param(request, "min_score"),
+        "max_score": _float_param(request, "max_score"),
+    }
+    shown = dash.seed_rows_filter(rows=rows, sort=sort, descending=descending, **table_filter)
+    seeds_page = Paginator(shown, SEEDS_PER_PAGE).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    return render(
+        request,
+        "frontend/job_detail.html",
+        {
+            "job": job,
+            "config": job_config(job),
+            "config_json": json.dumps(job_config(job), indent=2, default=str),
+            "summary": summary,
+            "progress": {
+                **progress,
+                **dash.progress_bar(
+                    succeeded=progress["succeeded"], failed=progress["failed"], total=job.num_seeds
+                ),
+            },
+            "duration_s": dash.job_duration_s(job=job),
+            "score_chart": charts.score_histogram(rows=rows),
+            "cost_chart": charts.cost_per_seed(rows=rows),
+            "seeds_page": seeds_page,
+            "num_shown": len(shown),
+            "sort": sort,
+            "descending": descending,
+            "seed_columns": SEED_COLUMNS,
+            "optional_columns": ("latency_ms", "tokens", "attempts"),
+            "table_filter": table_filter,
+            "query_without_page": query.urlencode(),
+            # Re-rendering the results of a big job is not free: do it less often.
+            "results_refresh_ms": 2000 if job.num_seeds <= 2000 else 15000,
+            "nav": "jobs",
+        },
+    )
+
+
+@login_required
+@require_GET
+@never_cache
+def job_progress(request: HttpRequest, job_id: str) -> JsonResponse:
+    """What the job page polls every 2 s while the job runs."""
+    job = _owned_job(request, job_id)
+    progress = selectors.job_progress(job=job)
+    return JsonResponse(
+        {
+            "job_id": job.id,
+            "status": job.status,
+            "terminal": job.is_terminal,
+            "error": job.error,
+            **progress,
+            **dash.progress_bar(
+                succeeded=progress["succeeded"], failed=progress["failed"], total=job.num_seeds
+            ),
+        }
+    )
+
+
+@login_required
+@require_POST
+def job_cancel(request: HttpRequest, job_id: str) -> HttpResponse:
+    job = services.job_cancel(job=_owned_job(request, job_id))
+    messages.info(request, f"Job {job.id} is {job.status}.")
+    return redirect("frontend:job-detail", job_id=job.id)
+
+
+@login_required
+@require_GET
+def job_traces_zip(request: HttpRequest, job_id: str) -> HttpResponse:
+    from traces.export import job_traces_response
+
+    return job_traces_response(job=_owned_job(request, job_id))
+
+
+# --- a seed ---------------------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+@never_cache
+def seed_detail(request: HttpRequest, job_id: str, seed: int) -> HttpResponse:
+    job = _owned_job(request, job_id)
+    seed_run = dash.seed_run_get(job=job, seed=seed)
+    if seed_run is None:
+        raise Http404("No such seed in this job.")
+    usage = dash.seed_run_usage(seed_run=seed_run)
+    secret = _task_app_key(job)
+    previous_seed, next_seed = dash.seed_neighbours(seed_run=seed_run)
+    return render(
+        request,
+        "frontend/seed_detail.html",
+        {
+            "job": job,
+            "seed_run": seed_run,
+            "row": selectors.seed_result_row(seed_run, usage),
+            "attempts": dash.seed_attempts(seed_run=seed_run),
+            "metrics_json": _redacted_json(seed_run.metrics, secret),
+            "task_trace_json": _redacted_json(seed_run.task_trace, secret),
+            "previous_seed": previous_seed,
+            "next_seed": next_seed,
+            "nav": "jobs",
+        },
+    )
+
+
+def _task_app_key(job: EvalJob) -> str | None:
+    if not job.has_task_app_api_key:
+        return None
+    try:
+        return crypto.decrypt(job.task_app_api_key_encrypted)
+    except ValueError:
+        return None
+
+
+def _redacted_json(value: Any, secret: str | None) -> str | None:
+    """Task apps are user code: if one echoed the job's key into its trace, hide it."""
+    if value is None:
+        return None
+    text = json.dumps(value, indent=2, ensure_ascii=False, default=str)
+    if secret and len(secret) >= 4:
+        text = text.replace(secret, "[redacted]")
+    return text

@@ -1,0 +1,174 @@
+"""The dashboard in a real browser (Chromium through Playwright) against a uvicorn web process.
+
+These tests also save the screenshots in docs/screenshots/."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from datetime import timedelta
+
+import httpx
+import pytest
+from django.utils import timezone
+from playwright.sync_api import expect
+
+from jobs.models import EvalJob, JobStatus, SeedRun
+from tests.frontend import job_rows
+from tests.support.browser import orm_allowed, screenshot, sign_in
+
+pytestmark = pytest.mark.browser
+
+
+def test_sign_in_create_a_key_shown_once_listed_by_prefix_then_revoked(page, web_server):
+    sign_in(page, path="/keys/")
+    expect(page).to_have_url(f"{web_server}/keys/")
+    page.get_by_label("Name").fill("laptop")
+    page.get_by_role("button", name="Create key").click()
+
+    plaintext = page.locator("#new-key").input_value()
+    assert plaintext.startswith("ehk_")
+    prefix = plaintext.split("_")[1]
+    row = page.locator(f"tr[data-prefix='{prefix}']")
+    expect(row).to_contain_text(f"{prefix}…")
+    expect(row).to_contain_text("laptop")
+    expect(row).to_contain_text("never")
+    api = httpx.get(f"{web_server}/api/eval/jobs", headers={"Authorization": f"Bearer {plaintext}"})
+    assert api.status_code == 200
+
+    page.goto("/keys/")  # shown once: never again
+    assert plaintext not in page.content()
+    expect(row).to_contain_text("live")
+    expect(row).not_to_contain_text("never")  # the API call above was recorded as its last use
+
+    page.once("dialog", lambda dialog: dialog.accept())
+    row.get_by_role("button", name="Revoke").click()
+    expect(row).to_contain_text("revoked")
+    api = httpx.get(f"{web_server}/api/eval/jobs", headers={"Authorization": f"Bearer {plaintext}"})
+    assert api.status_code == 401
+
+    page.get_by_role("button", name="Sign out").click()
+    expect(page.get_by_role("button", name="Sign in")).to_be_visible()
+
+
+def test_jobs_list_shows_every_job_and_filters_by_status(page, dashboard_user):
+    with orm_allowed():
+        done = job_rows.job_make(owner=dashboard_user, seeds=[0, 1, 2, 3])
+        job_rows.job_run_all(job=done, scores={0: 0.25, 1: 0.5, 2: 1.0, 3: 1.0})
+        running = job_rows.job_make(owner=dashboard_user, seeds=list(range(10)))
+        job_rows.job_start(job=running)
+        for seed_run in SeedRun.objects.filter(job=running).order_by("seed")[:4]:
+            job_rows.seed_complete(seed_run=seed_run, score=0.5)
+        failed = job_rows.job_make(owner=dashboard_user, seeds=[7])
+        job_rows.job_finish(job=failed, status=JobStatus.FAILED)
+        for minutes, job in enumerate([done, running, failed]):
+            EvalJob.objects.filter(pk=job.pk).update(
+                created_at=timezone.now() - timedelta(minutes=3 - minutes)
+            )
+
+    sign_in(page)
+    rows = page.locator("table.jobs tbody tr")
+    expect(rows).to_have_count(3)
+    expect(rows.first).to_have_attribute("data-job-id", failed.id)  # newest first
+    running_row = page.locator(f"tr[data-job-id='{running.id}']")
+    expect(running_row.locator("[data-progress]")).to_have_attribute("aria-valuenow", "4")
+    expect(running_row).to_contain_text("4/10")
+    expect(page.locator(f"tr[data-job-id='{done.id}']")).to_contain_text("0.688")
+    screenshot(page, "jobs-list")
+
+    # The bars of running jobs move without a reload.
+    page.evaluate("window.__sameDocument = true")
+    with orm_allowed():
+        for seed_run in SeedRun.objects.filter(job=running, status="pending").order_by("seed")[:2]:
+            job_rows.seed_complete(seed_run=seed_run, error="task app timed out")
+    expect(running_row.locator("[data-progress]")).to_have_attribute("aria-valuenow", "6")
+    expect(running_row).to_contain_text("(2 failed)")
+    assert page.evaluate("window.__sameDocument") is True
+
+    page.get_by_label("Status").select_option("completed")
+    expect(page).to_have_url(f"{page.url.split('?')[0]}?status=completed")
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_have_attribute("data-job-id", done.id)
+
+
+def test_job_page_progress_bar_reaches_the_end_without_a_reload(page, dashboard_user):
+    seeds = [0, 1, 2, 3]
+    with orm_allowed():
+        job = job_rows.job_make(owner=dashboard_user, seeds=seeds)
+    sign_in(page, path=f"/jobs/{job.id}/")
+    bar = page.locator("[data-progress]")
+    expect(bar).to_have_attribute("aria-valuenow", "0")
+    expect(bar).to_have_attribute("aria-valuemax", "4")
+    page.evaluate("window.__sameDocument = true")  # gone if the page reloads
+
+    # The seeds finish while the page is open, as they do under the workers.
+    with orm_allowed():
+        job_rows.job_start(job=job)
+        seed_runs = list(SeedRun.objects.filter(job=job).order_by("seed"))
+    scores = {0: 0.0, 1: 0.5, 2: 1.0}
+    for done, seed_run in enumerate(seed_runs, start=1):
+        with orm_allowed():
+            if seed_run.seed == 3:
+                job_rows.seed_complete(seed_run=seed_run, error="task app answered 500")
+            else:
+                job_rows.seed_complete(seed_run=seed_run, score=scores[seed_run.seed])
+        expect(bar).to_have_attribute("aria-valuenow", str(done))
+    with orm_allowed():
+        job_rows.job_finish(job=job)
+
+    expect(page.locator("#job [data-status-badge]")).to_have_text("completed")
+    expect(bar.locator("[data-done]")).to_have_text("4")
+    expect(page.locator("[data-count='failed']")).to_have_text("1")
+    expect(page.get_by_role("button", name="Cancel job")).to_have_count(0)
+    # The results section was re-rendered in place: every seed is in the table, with its score.
+    expect(page.locator("table.seeds tbody tr")).to_have_count(4)
+    expect(page.locator("table.seeds tr[data-seed='2']")).to_contain_text("1.000")
+    expect(page.locator("svg.chart")).to_have_count(2)
+    assert page.evaluate("window.__sameDocument") is True
+
+    page.get_by_label("failures only").check()
+    expect(page.locator("table.seeds tbody tr")).to_have_count(1)
+    expect(page.locator("table.seeds tbody tr")).to_contain_text("task app answered 500")
+    page.get_by_label("failures only").uncheck()
+    expect(page.locator("table.seeds tbody tr")).to_have_count(4)
+    screenshot(page, "job-page")
+
+
+def test_seed_page_shows_the_tool_call_arguments_and_folds_the_reasoning(page, dashboard_user):
+    with orm_allowed():
+        job = job_rows.job_make(owner=dashboard_user, seeds=[0, 1])
+        job_rows.job_run_all(job=job)
+    sign_in(page, path=f"/jobs/{job.id}/")
+    page.locator("table.seeds tr[data-seed='1'] a").click()
+    expect(page.get_by_role("heading", name="Seed 1")).to_be_visible()
+
+    tool_call = page.locator(".toolcall")
+    expect(tool_call).to_contain_text("multiply")
+    assert json.loads(tool_call.locator("pre.args").inner_text()) == job_rows.TOOL_ARGS
+    expect(page.locator(".msg-tool")).to_contain_text("391")
+    expect(page.locator(".msg-system")).to_contain_text(job_rows.SYSTEM)
+    expect(page.locator(".llmcall").first).to_contain_text("TTFT")
+
+    reasoning = page.locator("details.reasoning")
+    expect(reasoning.locator(".text")).to_be_hidden()
+    screenshot(page, "seed-page")
+    reasoning.locator("summary").click()
+    expect(reasoning.locator(".text")).to_have_text(job_rows.REASONING)
+
+
+def test_download_the_traces_zip_from_the_job_page(page, dashboard_user, tmp_path):
+    with orm_allowed():
+        job = job_rows.job_make(owner=dashboard_user, seeds=[4, 5])
+        job_rows.job_run_all(job=job)
+    sign_in(page, path=f"/jobs/{job.id}/")
+    with page.expect_download() as download_info:
+        page.get_by_role("link", name="Download traces (zip)").click()
+    path = tmp_path / "traces.zip"
+    download_info.value.save_as(path)
+    # What clients rely on (safe relative names, the job's traces, no secrets), not a layout.
+    with zipfile.ZipFile(path) as zf:
+        names = zf.namelist()
+        assert names and all(not n.startswith("/") and ".." not in n.split("/") for n in names)
+        texts = [zf.read(name).decode() for name in names]
+    assert any(job.id in text for text in texts)
+    assert not any(job_rows.TASK_APP_KEY in text for text in texts)

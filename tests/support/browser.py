@@ -1,0 +1,55 @@
+"""Helpers for the browser tests: Debian's Chromium driven by Playwright (sync API)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+DESKTOP = {"width": 1280, "height": 800}
+PHONE = {"width": 390, "height": 844}
+PASSWORD = "correct-horse-battery-7"
+
+
+@contextlib.contextmanager
+def orm_allowed() -> Iterator[None]:
+    """Playwright's sync API runs an event loop in this thread, and Django refuses ORM calls
+    from a thread with a running loop. The test's own row writes are plain sync code, so allow
+    them, only for this block (the web process, started earlier, keeps the check)."""
+    before = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = before
+
+
+def sign_in(page, *, username: str = "alice", password: str = PASSWORD, path: str = "/") -> None:
+    page.goto(path)
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_load_state()
+
+
+def screenshot(page, name: str) -> None:
+    """Save the page at desktop and phone width into docs/screenshots/."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+    page.set_viewport_size(PHONE)
+    page.screenshot(path=str(SCREENSHOTS / f"{name}-phone.png"), full_page=True)
+    page.set_viewport_size(DESKTOP)
