@@ -45,6 +45,8 @@ MANIFEST_SCHEMA = "evalhub.traces-manifest/1"
 SEED_CHUNK_SIZE = 200
 # Bytes read from storage per chunk, and gathered per hop when serving under ASGI.
 READ_CHUNK_BYTES = 256 * 1024
+# Size of the pieces the zip stream is cut into.
+ZIP_CHUNK_BYTES = 64 * 1024
 _FILE_MODE = stat.S_IFREG | 0o644
 
 
@@ -118,7 +120,7 @@ def _manifest_bytes(*, job: EvalJob, files: list[dict[str, Any]], redactor) -> b
 
 def job_traces_zip_stream(*, job: EvalJob) -> Iterator[bytes]:
     """The zip of the job as it is now, as a stream of bytes, built from the database."""
-    return stream_zip(_members(job=job), chunk_size=64 * 1024)
+    return stream_zip(_members(job=job), chunk_size=ZIP_CHUNK_BYTES)
 
 
 def job_traces_zip_store(*, job: EvalJob) -> str:
