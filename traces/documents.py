@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
-from django.core.serializers.json import DjangoJSONEncoder
+import orjson
 from django.db.models import Prefetch, QuerySet
 
 from evalhub import crypto
@@ -50,6 +51,10 @@ def seed_runs_with_calls(*, job: EvalJob) -> QuerySet[SeedRun]:
         .order_by("seed")
         .prefetch_related(Prefetch("rollout_attempts", queryset=attempts))
     )
+
+
+def iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
 
 
 def _seed_usage(calls: list[LLMCall]) -> dict[str, Any]:
@@ -130,7 +135,7 @@ def llm_call_entry(call: LLMCall, attempt: RolloutAttempt) -> dict[str, Any]:
         "status": "ok" if ok else "error",
         "http_status": call.http_status,
         "error": call.error,
-        "started_at": call.started_at,
+        "started_at": iso(call.started_at),
         "ttft_ms": call.ttft_ms,
         "latency_ms": call.latency_ms,
         "content_pruned": pruned,
@@ -157,8 +162,8 @@ def attempt_entry(attempt: RolloutAttempt) -> dict[str, Any]:
         "status": attempt.status,
         "http_status": attempt.http_status,
         "error": attempt.error,
-        "started_at": attempt.started_at,
-        "finished_at": attempt.finished_at,
+        "started_at": iso(attempt.started_at),
+        "finished_at": iso(attempt.finished_at),
         "latency_ms": attempt.latency_ms,
     }
 
@@ -212,8 +217,8 @@ def seed_trace(
         "events_score": seed_run.events_score,
         "verifier_score": seed_run.verifier_score,
         "latency_ms": seed_run.latency_ms,
-        "started_at": seed_run.started_at,
-        "finished_at": seed_run.finished_at,
+        "started_at": iso(seed_run.started_at),
+        "finished_at": iso(seed_run.finished_at),
         "usage": {
             "total_tokens": row["tokens"],
             "prompt_tokens": sum(c.prompt_tokens or 0 for _, c in pairs),
@@ -228,10 +233,13 @@ def seed_trace(
         "task_app": _task_app_answer(seed_run),
         "llm_calls": calls,
     }
-    # Round-trip through JSON so datetimes become ISO strings, then scrub.
-    return row, redactor.value(json.loads(json.dumps(document, cls=DjangoJSONEncoder)))
+    return row, redactor.value(document)
 
 
 def document_bytes(document: dict[str, Any]) -> bytes:
-    """Indented, so the file reads in an editor; UTF-8 kept as is."""
-    return json.dumps(document, indent=2, ensure_ascii=False, cls=DjangoJSONEncoder).encode()
+    """Indented, so the file reads in an editor; UTF-8 kept as is. orjson does this about ten
+    times faster than the json module, whose C encoder is not used when indenting."""
+    try:
+        return orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
+    except (orjson.JSONEncodeError, TypeError):  # e.g. an integer beyond 64 bits from a task app
+        return json.dumps(document, indent=2, ensure_ascii=False, default=str).encode()

@@ -115,7 +115,7 @@ def _manifest_bytes(*, job: EvalJob, files: list[dict[str, Any]], redactor) -> b
         "files": files,
     }
     manifest = redactor.value(json.loads(json.dumps(manifest, cls=DjangoJSONEncoder)))
-    return json.dumps(manifest, indent=2, ensure_ascii=False).encode()
+    return document_bytes(manifest)
 
 
 def job_traces_zip_stream(*, job: EvalJob) -> Iterator[bytes]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 from typing import Any
 
 from django.conf import settings
@@ -33,6 +34,7 @@ _BEARER_RE = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=\-]{6,}")
 _MIN_SECRET_LEN = 8
 
 
+@lru_cache(maxsize=4096)  # the same few keys come back in every message of every call
 def is_secret_key(key: str) -> bool:
     return bool(_SECRET_KEY_RE.match(key.strip().lower().replace("-", "_")))
 
