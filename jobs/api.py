@@ -404,6 +404,8 @@ class SeedTraceView(APIView):
             seed_number = int(seed)
         except ValueError:
             raise Http404("No such seed.") from None
+        if abs(seed_number) > _INT64:  # no such seed can exist, and the database would overflow
+            raise Http404("No such seed.")
         seed_run = selectors.seed_run_get(job=job, seed=seed_number)
         if seed_run is None:
             raise Http404("No such seed.")

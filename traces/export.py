@@ -30,7 +30,7 @@ from django.utils import timezone
 from stream_zip import ZIP_AUTO, stream_zip
 
 from jobs import selectors
-from jobs.models import TERMINAL_SEED_STATUSES, EvalJob
+from jobs.models import TERMINAL_SEED_STATUSES, EvalJob, SeedRun
 from traces.documents import (
     document_bytes,
     job_redactor,
@@ -185,10 +185,19 @@ def _build_while_streaming(*, job: EvalJob) -> Iterator[bytes]:
             logger.exception("could not store the traces zip of job %s", job.id)
 
 
+def job_traces_final(*, job: EvalJob) -> bool:
+    """The job has ended and none of its seeds is still pending or running (a cancelled job's
+    rollouts in flight may still be recording): its zip will not change any more."""
+    return (
+        job.is_terminal
+        and not SeedRun.objects.filter(job=job).exclude(status__in=TERMINAL_SEED_STATUSES).exists()
+    )
+
+
 def job_traces_chunks(*, job: EvalJob) -> Iterator[bytes]:
-    """What GET /traces sends: the stored zip of a terminal job (built on first use), else the
+    """What GET /traces sends: the stored zip of a finished job (built on first use), else the
     zip of what has finished so far."""
-    if not job.is_terminal:
+    if not job_traces_final(job=job):
         return job_traces_zip_stream(job=job)
     if _stored_zip_exists(job=job):
         return stored_zip_chunks(storage=traces_zip_storage(), name=job.traces_zip_name)

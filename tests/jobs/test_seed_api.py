@@ -24,7 +24,7 @@ def test_seed_shows_its_result_row_and_trace_document(client_alice):
     assert not any(token in response.content.decode() for token in traced.tokens)
 
 
-@pytest.mark.parametrize("seed", ["99", "abc", "1.5"])
+@pytest.mark.parametrize("seed", ["99", "abc", "1.5", "99999999999999999999999"])
 def test_unknown_seed_is_404(client_alice, seed):
     traced = make_traced_job(username="alice", seeds=[1], calls_per_seed=1)
     assert client_alice.get(f"{JOBS}/{traced.job.id}/seeds/{seed}").status_code == 404

@@ -86,6 +86,19 @@ def test_a_running_job_zip_holds_the_finished_seeds_and_is_not_stored(client_ali
     assert EvalJob.objects.get(pk=traced.job.pk).traces_zip_name == ""
 
 
+def test_a_cancelled_job_with_rollouts_still_running_is_not_stored_yet(client_alice):
+    traced = make_traced_job(seeds=[0, 1], calls_per_seed=1, status="cancelled")
+    SeedRun.objects.filter(job=traced.job, seed=1).update(status="running", finished_at=None)
+    assert download(client_alice, traced.job.id).namelist() == [
+        "seeds/seed_0.json",
+        "manifest.json",
+    ]
+    assert EvalJob.objects.get(pk=traced.job.pk).traces_zip_name == ""
+    SeedRun.objects.filter(job=traced.job, seed=1).update(status="cancelled")
+    assert len(download(client_alice, traced.job.id).namelist()) == 3
+    assert EvalJob.objects.get(pk=traced.job.pk).traces_zip_name
+
+
 def test_zip_stream_reads_seed_runs_chunk_by_chunk(monkeypatch):
     """Bounded memory: the first bytes leave before most seed runs are even read."""
     monkeypatch.setattr(export, "SEED_CHUNK_SIZE", 2)

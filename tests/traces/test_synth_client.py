@@ -12,6 +12,7 @@ import pytest
 
 from jobs.apikeys import api_key_create_for_username
 from jobs.models import EvalJob, SeedRun
+from tests.support import servers
 from tests.support.trace_rows import TASK_APP_KEY, make_traced_job
 
 with warnings.catch_warnings():
@@ -60,15 +61,22 @@ def test_cli_fetch_traces_from_backend_extracts_the_zip_of_a_running_job(web_ser
     assert path == str(tmp_path / "cli")
 
 
-def test_web_process_streams_the_zip_as_it_is_made(web_server):
-    """Chunked transfer, no Content-Length: the zip is not assembled before it is sent."""
-    _, key = api_key_create_for_username(username="alice")
-    traced = make_traced_job(username="alice", seeds=list(range(30)), calls_per_seed=2)
-    headers = {"Authorization": f"Bearer {key}"}
-    url = f"{web_server}/api/eval/jobs/{traced.job.id}/traces"
-    with httpx.stream("GET", url, headers=headers, timeout=60) as response:
-        assert response.status_code == 200
-        assert response.headers.get("transfer-encoding") == "chunked"
-        assert "content-length" not in response.headers
-        body = response.read()
-    assert body[:4] == b"PK\x03\x04"
+def test_web_process_streams_the_zip_as_it_is_made():
+    """Chunked transfer, no Content-Length, and no warning from Django that it had to collect
+    a sync iterator first: the zip is not assembled before it is sent."""
+    web, base = servers.start_web()
+    try:
+        _, key = api_key_create_for_username(username="alice")
+        traced = make_traced_job(username="alice", seeds=list(range(30)), calls_per_seed=2)
+        headers = {"Authorization": f"Bearer {key}"}
+        url = f"{base}/api/eval/jobs/{traced.job.id}/traces"
+        for _ in ("built while sent", "read from storage"):
+            with httpx.stream("GET", url, headers=headers, timeout=60) as response:
+                assert response.status_code == 200
+                assert response.headers.get("transfer-encoding") == "chunked"
+                assert "content-length" not in response.headers
+                body = response.read()
+            assert body[:4] == b"PK\x03\x04"
+    finally:
+        web.stop()
+    assert "must consume synchronous iterators" not in web.log()
