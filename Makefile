@@ -16,6 +16,7 @@ $(VENV)/.installed-run: pyproject.toml | $(VENV)/bin/python
 
 $(VENV)/.installed-dev: pyproject.toml | $(VENV)/bin/python
 	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q --no-deps synth-ai==0.4.4
 	touch $@ $(VENV)/.installed-run
 
 run: $(VENV)/.installed-run

@@ -163,6 +163,8 @@ STORAGES = {
     "default": _default_storage,
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
+# Days the heavy trace content of a finished job is kept (`manage.py prunetraces`); 0 = forever.
+EVALHUB_TRACE_RETENTION_DAYS = envint("EVALHUB_TRACE_RETENTION_DAYS", 30, minimum=0)
 
 # --- The upstream LLM provider ----------------------------------------------------------------
 OPENAI_BASE_URL = envurl("OPENAI_BASE_URL", "https://api.openai.com/v1")

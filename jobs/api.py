@@ -385,6 +385,29 @@ def _int_param(request: Request, name: str, default: int, low: int, high: int) -
 class JobTracesView(APIView):
     @extend_schema(responses={(200, "application/zip"): bytes}, summary="Zip of per-seed traces")
     def get(self, request: Request, job_id: str):
+        from django.core.handlers.asgi import ASGIRequest
+
         from traces.export import job_traces_response
 
-        return job_traces_response(job=_owned_job(request, job_id))
+        # Under ASGI the body must be an async iterator, or Django collects it into memory.
+        asynchronous = isinstance(request._request, ASGIRequest)
+        return job_traces_response(job=_owned_job(request, job_id), asynchronous=asynchronous)
+
+
+class SeedTraceView(APIView):
+    @extend_schema(responses={200: dict}, summary="One seed: its result row and trace document")
+    def get(self, request: Request, job_id: str, seed: str) -> Response:
+        from traces.documents import job_redactor, seed_trace
+
+        job = _owned_job(request, job_id)
+        try:
+            seed_number = int(seed)
+        except ValueError:
+            raise Http404("No such seed.") from None
+        if abs(seed_number) > _INT64:  # no such seed can exist, and the database would overflow
+            raise Http404("No such seed.")
+        seed_run = selectors.seed_run_get(job=job, seed=seed_number)
+        if seed_run is None:
+            raise Http404("No such seed.")
+        row, document = seed_trace(job=job, seed_run=seed_run, redactor=job_redactor(job=job))
+        return Response({"job_id": job.id, "seed": seed_run.seed, "result": row, "trace": document})

@@ -141,3 +141,7 @@ def summarize(*, job: EvalJob, rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def job_events(*, job: EvalJob, since_seq: int = 0, limit: int = 200) -> list[JobEvent]:
     return list(JobEvent.objects.filter(job=job, seq__gt=since_seq).order_by("seq")[:limit])
+
+
+def seed_run_get(*, job: EvalJob, seed: int) -> SeedRun | None:
+    return SeedRun.objects.filter(job=job, seed=seed).first()

@@ -7,6 +7,7 @@ urlpatterns = [
     path("eval/jobs/<str:job_id>", api.JobDetailView.as_view(), name="job-detail"),
     path("eval/jobs/<str:job_id>/results", api.JobResultsView.as_view(), name="job-results"),
     path("eval/jobs/<str:job_id>/traces", api.JobTracesView.as_view(), name="job-traces"),
+    path("eval/jobs/<str:job_id>/seeds/<str:seed>", api.SeedTraceView.as_view(), name="job-seed"),
     path("eval/jobs/<str:job_id>/cancel", api.JobCancelView.as_view(), name="job-cancel"),
     path("eval/jobs/<str:job_id>/events", api.JobEventsView.as_view(), name="job-events"),
 ]

@@ -82,7 +82,8 @@ def test_the_task_app_key_appears_in_no_response(client_alice, caplog):
     ]
     for response in responses:
         assert response.status_code == 200 or response.status_code == 201
-        assert SECRET.encode() not in response.content
+        body = b"".join(response.streaming_content) if response.streaming else response.content
+        assert SECRET.encode() not in body
     assert SECRET not in caplog.text
 
 

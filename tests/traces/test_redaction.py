@@ -1,0 +1,50 @@
+"""What the redactor masks, and what it leaves alone."""
+
+from __future__ import annotations
+
+from traces.redaction import REDACTED, Redactor, server_secrets
+
+
+def test_secret_named_keys_are_masked_in_any_case_and_spelling():
+    value = {
+        "Authorization": "Bearer abc", "x-api-key": "k1", "X_API_KEYS": "k1,k2", "api_key": "k3",
+        "openai_api_key": "k4", "nested": [{"proxy-authorization": "Basic xyz"}],
+    }  # fmt: skip
+    out = Redactor().value(value)
+    assert out == {
+        "Authorization": REDACTED, "x-api-key": REDACTED, "X_API_KEYS": REDACTED,
+        "api_key": REDACTED, "openai_api_key": REDACTED, "nested": [{"proxy-authorization": REDACTED}],
+    }  # fmt: skip
+
+
+def test_ordinary_fields_and_empty_secret_fields_are_kept():
+    value = {"max_tokens": 5, "tokens": 12, "api_key": None, "has_task_app_api_key": True,
+             "content": "use the token budget wisely"}  # fmt: skip
+    assert Redactor().value(value) == value
+
+
+def test_interceptor_tokens_and_bearer_values_are_masked_inside_strings():
+    out = Redactor().text(
+        "POST http://h:8000/api/interceptor/v1/Zx_9-abc/chat/completions?x=1 "
+        "with header Authorization: Bearer sk-live-123456789"
+    )
+    assert out == (
+        f"POST http://h:8000/api/interceptor/v1/{REDACTED}/chat/completions?x=1 "
+        f"with header Authorization: Bearer {REDACTED}"
+    )
+
+
+def test_known_secret_values_are_masked_under_any_key_and_inside_keys():
+    redactor = Redactor(["s3cr3t-value-123"])
+    out = redactor.value({"note": "key=s3cr3t-value-123;", "s3cr3t-value-123": 1})
+    assert out == {"note": f"key={REDACTED};", REDACTED: 1}
+
+
+def test_short_values_are_not_treated_as_secrets():
+    assert Redactor(["abc"]).text("abcdef") == "abcdef"
+
+
+def test_server_secrets_include_provider_keys_from_settings(settings):
+    settings.OPENAI_API_KEY = "sk-openai-1234567890"
+    settings.EVALHUB_PROVIDERS = {"groq": {"base_url": "http://x", "api_key": "gsk-0987654321"}}
+    assert set(server_secrets()) == {"sk-openai-1234567890", "gsk-0987654321"}

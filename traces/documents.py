@@ -1,0 +1,245 @@
+"""The trace document of one seed: everything the policy saw and said, in order, with its cost.
+
+The format is `evalhub.trace/1`, documented field by field in docs/trace-format.md and described
+by docs/trace.schema.json. Every value passes through a `Redactor` on the way out.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+import orjson
+from django.db.models import Prefetch, QuerySet
+
+from evalhub import crypto
+from jobs import selectors
+from jobs.models import EvalJob, RolloutAttempt, SeedRun
+from traces.models import LLMCall
+from traces.redaction import Redactor, server_secrets
+
+SCHEMA = "evalhub.trace/1"
+# What a pruned call keeps in place of its request (see traces.services.traces_prune).
+PRUNED_REQUEST = {"evalhub_pruned": True}
+
+# Request fields shown on their own; every other request field is a parameter.
+_REQUEST_OWN_FIELDS = ("messages", "tools", "tool_choice")
+
+
+def job_redactor(*, job: EvalJob) -> Redactor:
+    """A redactor that knows the job's task app key and the server's provider keys."""
+    secrets = server_secrets()
+    if job.task_app_api_key_encrypted:
+        try:
+            secrets.append(crypto.decrypt(job.task_app_api_key_encrypted))
+        except ValueError:
+            pass  # unreadable after a SECRET_KEY rotation: then it cannot leak from here either
+    return Redactor(secrets)
+
+
+def seed_runs_with_calls(*, job: EvalJob) -> QuerySet[SeedRun]:
+    """The job's seed runs by seed, with attempts and their LLM calls prefetched in order.
+    Used with `.iterator(chunk_size=...)`: the prefetch then runs once per chunk."""
+    calls = LLMCall.objects.order_by("seq", "id")
+    attempts = RolloutAttempt.objects.order_by("number").prefetch_related(
+        Prefetch("llm_calls", queryset=calls)
+    )
+    return (
+        SeedRun.objects.filter(job=job)
+        .order_by("seed")
+        .prefetch_related(Prefetch("rollout_attempts", queryset=attempts))
+    )
+
+
+def iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def _seed_usage(calls: list[LLMCall]) -> dict[str, Any]:
+    """The same figures as jobs.selectors.seed_usage, from calls already in memory."""
+    unknown = any(c.cost_unknown for c in calls)
+    return {
+        "tokens": sum(c.total_tokens or 0 for c in calls),
+        "cost_usd": None if unknown else float(sum(c.cost_usd or 0.0 for c in calls)),
+        "cost_unknown": unknown,
+        "num_llm_calls": len(calls),
+    }
+
+
+def _first_choice(response: dict[str, Any]) -> dict[str, Any]:
+    choices = response.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        return choices[0]
+    return {}
+
+
+def _reasoning(message: dict[str, Any]) -> Any:
+    """Reasoning text as providers return it: `reasoning_content` (DeepSeek, vLLM, Groq...),
+    `reasoning` (OpenRouter, some vLLM versions) or `reasoning_details` (structured)."""
+    for key in ("reasoning_content", "reasoning", "reasoning_details", "thinking"):
+        value = message.get(key)
+        if value not in (None, "", []):
+            return value
+    return None
+
+
+def llm_call_request(request: Any) -> dict[str, Any]:
+    if not isinstance(request, dict):
+        return {"messages": None, "tools": None, "tool_choice": None, "params": {}, "raw": request}
+    return {
+        "messages": request.get("messages"),
+        "tools": request.get("tools"),
+        "tool_choice": request.get("tool_choice"),
+        "params": {k: v for k, v in request.items() if k not in _REQUEST_OWN_FIELDS},
+    }
+
+
+def llm_call_response(response: Any) -> dict[str, Any] | None:
+    if response is None:
+        return None
+    if not isinstance(response, dict) or not isinstance(response.get("choices"), list):
+        # An error body or something that is not a chat completion: keep it as it came.
+        return {"message": None, "tool_calls": None, "reasoning": None, "finish_reason": None,
+                "logprobs": None, "body": response}  # fmt: skip
+    choice = _first_choice(response)
+    message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+    body = {
+        "id": response.get("id"),
+        "model": response.get("model"),
+        "message": message or None,
+        "tool_calls": message.get("tool_calls") or None,
+        "reasoning": _reasoning(message),
+        "finish_reason": choice.get("finish_reason"),
+        "logprobs": choice.get("logprobs"),
+    }
+    if len(response["choices"]) > 1:
+        body["other_choices"] = response["choices"][1:]
+    if response.get("system_fingerprint"):
+        body["system_fingerprint"] = response["system_fingerprint"]
+    return body
+
+
+def llm_call_entry(call: LLMCall, attempt: RolloutAttempt) -> dict[str, Any]:
+    pruned = call.request == PRUNED_REQUEST
+    ok = call.error is None and (call.http_status is None or 200 <= call.http_status < 300)
+    return {
+        "attempt": attempt.number,
+        "run_id": attempt.run_id,
+        "seq": call.seq,
+        "provider": call.provider,
+        "model_requested": call.model_requested,
+        "model_answered": call.model_answered,
+        "stream": call.stream,
+        "status": "ok" if ok else "error",
+        "http_status": call.http_status,
+        "error": call.error,
+        "started_at": iso(call.started_at),
+        "ttft_ms": call.ttft_ms,
+        "latency_ms": call.latency_ms,
+        "content_pruned": pruned,
+        "request": None if pruned else llm_call_request(call.request),
+        "response": None if pruned else llm_call_response(call.response),
+        "usage": {
+            "prompt_tokens": call.prompt_tokens,
+            "completion_tokens": call.completion_tokens,
+            "cached_tokens": call.cached_tokens,
+            "reasoning_tokens": call.reasoning_tokens,
+            "total_tokens": call.total_tokens,
+            "estimated": call.usage_estimated,
+        },
+        "cost_usd": call.cost_usd,
+        "cost_unknown": call.cost_unknown,
+    }
+
+
+def attempt_entry(attempt: RolloutAttempt) -> dict[str, Any]:
+    # token_hash stays out: it identifies the interceptor token.
+    return {
+        "number": attempt.number,
+        "run_id": attempt.run_id,
+        "status": attempt.status,
+        "http_status": attempt.http_status,
+        "error": attempt.error,
+        "started_at": iso(attempt.started_at),
+        "finished_at": iso(attempt.finished_at),
+        "latency_ms": attempt.latency_ms,
+    }
+
+
+def _task_app_answer(seed_run: SeedRun) -> dict[str, Any]:
+    metrics = seed_run.metrics if isinstance(seed_run.metrics, dict) else None
+    details = metrics.get("details") if metrics else None
+    return {
+        "metrics": metrics if metrics is not None else seed_run.metrics,
+        "details": details,
+        "trace": seed_run.task_trace,
+    }
+
+
+def seed_trace_document(
+    *,
+    job: EvalJob,
+    seed_run: SeedRun,
+    redactor: Redactor,
+    attempts: Iterable[RolloutAttempt] | None = None,
+) -> dict[str, Any]:
+    """The trace document of one seed run, redacted. `attempts` (with `llm_calls` prefetched)
+    saves the queries when the caller already has them."""
+    return seed_trace(job=job, seed_run=seed_run, redactor=redactor, attempts=attempts)[1]
+
+
+def seed_trace(
+    *,
+    job: EvalJob,
+    seed_run: SeedRun,
+    redactor: Redactor,
+    attempts: Iterable[RolloutAttempt] | None = None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(result row as in /results, trace document) of one seed run."""
+    if attempts is None:
+        attempts = seed_runs_with_calls(job=job).get(pk=seed_run.pk).rollout_attempts.all()
+    attempts = sorted(attempts, key=lambda a: a.number)
+    pairs = [(attempt, call) for attempt in attempts for call in attempt.llm_calls.all()]
+    usage = _seed_usage([call for _, call in pairs])
+    row = selectors.seed_result_row(seed_run, usage)
+    calls = [llm_call_entry(call, attempt) for attempt, call in pairs]
+    document = {
+        "schema": SCHEMA,
+        "job_id": job.id,
+        "seed": seed_run.seed,
+        "status": seed_run.status,
+        "error": seed_run.error,
+        "score": seed_run.score,
+        "reward_mean": seed_run.reward_mean,
+        "outcome_score": seed_run.outcome_score,
+        "events_score": seed_run.events_score,
+        "verifier_score": seed_run.verifier_score,
+        "latency_ms": seed_run.latency_ms,
+        "started_at": iso(seed_run.started_at),
+        "finished_at": iso(seed_run.finished_at),
+        "usage": {
+            "total_tokens": row["tokens"],
+            "prompt_tokens": sum(c.prompt_tokens or 0 for _, c in pairs),
+            "completion_tokens": sum(c.completion_tokens or 0 for _, c in pairs),
+            "cached_tokens": sum(c.cached_tokens or 0 for _, c in pairs),
+            "reasoning_tokens": sum(c.reasoning_tokens or 0 for _, c in pairs),
+            "cost_usd": row["cost_usd"],
+            "cost_unknown": row["cost_unknown"],
+            "num_llm_calls": row["num_llm_calls"],
+        },
+        "attempts": [attempt_entry(a) for a in attempts],
+        "task_app": _task_app_answer(seed_run),
+        "llm_calls": calls,
+    }
+    return row, redactor.value(document)
+
+
+def document_bytes(document: dict[str, Any]) -> bytes:
+    """Indented, so the file reads in an editor; UTF-8 kept as is. orjson does this about ten
+    times faster than the json module, whose C encoder is not used when indenting."""
+    try:
+        return orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
+    except (orjson.JSONEncodeError, TypeError):  # e.g. an integer beyond 64 bits from a task app
+        return json.dumps(document, indent=2, ensure_ascii=False, default=str).encode()
