@@ -1,0 +1,152 @@
+"""Writing LLM call records. Runs in the interceptor's writer thread, never on the hot path."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+from itertools import groupby
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import Max
+
+from traces.models import LLMCall
+from traces.pricing import call_cost
+from traces.usage import (
+    TokenUsage,
+    response_from_stream,
+    sse_events,
+    usage_estimate,
+    usage_from_provider,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class CallRecord:
+    """The raw facts of one intercepted call, gathered cheaply while serving it."""
+
+    attempt_id: int
+    job_id: str
+    provider: str
+    price_provider: str | None
+    request: dict[str, Any]
+    started_at: datetime
+    stream: bool = False
+    # The upstream's answer exactly as received (JSON, or the SSE bytes of a stream).
+    response_body: bytes = b""
+    response_is_sse: bool = False
+    http_status: int | None = None
+    error: str | None = None
+    # False when nothing reached the upstream (budget spent, bad request...): nothing was spent.
+    forwarded: bool = True
+    ttft_ms: float | None = None
+    latency_ms: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def llm_call_build(*, record: CallRecord) -> LLMCall:
+    """An unsaved LLMCall with usage and cost worked out from the record (seq is set later)."""
+    response = _response_document(record)
+    usage = usage_from_provider(response.get("usage")) if response else None
+    # A stream that broke off midway was still generated (and billed) up to the cut.
+    answered_ok = record.forwarded and (record.http_status == 200 or record.response_is_sse)
+    if usage is None and answered_ok:
+        # The provider charged for this answer but did not say how much: estimate, and say so.
+        usage = usage_estimate(request=record.request, response=response)
+    if usage is None:
+        usage = TokenUsage(prompt_tokens=0, completion_tokens=0)
+    model_requested = str(record.request.get("model") or "")
+    model_answered = str((response or {}).get("model") or "")
+    if usage.total_tokens == 0 and usage.prompt_tokens == 0 and usage.completion_tokens == 0:
+        cost: float | None = 0.0
+    else:
+        cost = call_cost(
+            model=model_answered or model_requested,
+            price_provider=record.price_provider,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            cached_tokens=usage.cached_tokens,
+            reasoning_tokens=usage.reasoning_tokens,
+        )
+        if cost is None and model_answered and model_answered != model_requested:
+            # A dated snapshot name the library lacks: the requested alias may be known.
+            cost = call_cost(
+                model=model_requested,
+                price_provider=record.price_provider,
+                prompt_tokens=usage.prompt_tokens,
+                completion_tokens=usage.completion_tokens,
+                cached_tokens=usage.cached_tokens,
+                reasoning_tokens=usage.reasoning_tokens,
+            )
+    return LLMCall(
+        attempt_id=record.attempt_id,
+        seq=0,
+        provider=record.provider,
+        model_requested=model_requested[:255],
+        model_answered=model_answered[:255],
+        stream=record.stream,
+        request=record.request,
+        response=response,
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        cached_tokens=usage.cached_tokens,
+        reasoning_tokens=usage.reasoning_tokens,
+        total_tokens=usage.total_tokens,
+        usage_estimated=usage.estimated,
+        cost_usd=cost,
+        cost_unknown=cost is None,
+        http_status=record.http_status,
+        error=record.error,
+        started_at=record.started_at,
+        ttft_ms=record.ttft_ms,
+        latency_ms=record.latency_ms,
+    )
+
+
+def llm_calls_record(*, records: list[CallRecord]) -> list[LLMCall]:
+    """Save the calls, numbering them per attempt in the order they started."""
+    calls = [llm_call_build(record=r) for r in records]
+    calls.sort(key=lambda c: (c.attempt_id, c.started_at))
+    try:
+        with transaction.atomic():
+            _number(calls)
+            LLMCall.objects.bulk_create(calls)
+        return calls
+    except IntegrityError:
+        # One attempt was deleted meanwhile: keep the others.
+        saved = []
+        for call in calls:
+            try:
+                with transaction.atomic():
+                    _number([call])
+                    call.save()
+                saved.append(call)
+            except IntegrityError:
+                log.warning("dropped an LLM call of attempt %s (gone)", call.attempt_id)
+        return saved
+
+
+def _number(calls: list[LLMCall]) -> None:
+    for attempt_id, group in groupby(calls, key=lambda c: c.attempt_id):
+        last = LLMCall.objects.filter(attempt_id=attempt_id).aggregate(m=Max("seq"))["m"] or 0
+        for i, call in enumerate(group, start=last + 1):
+            call.seq = i
+
+
+def _response_document(record: CallRecord) -> dict[str, Any] | None:
+    if not record.response_body:
+        return {"error": {"message": record.error}} if record.error else None
+    if record.response_is_sse:
+        doc = response_from_stream(sse_events(record.response_body))
+        if record.error and "error" not in doc:
+            doc["error"] = {"message": record.error}
+        return doc
+    try:
+        doc = json.loads(record.response_body)
+    except ValueError:
+        return {"raw": record.response_body[:10_000].decode("utf-8", errors="replace")}
+    return doc if isinstance(doc, dict) else {"raw": doc}
