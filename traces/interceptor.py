@@ -27,7 +27,7 @@ from typing import Any
 
 import httpx
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import DatabaseError, connection
 
 from traces import selectors, services
 from traces.tokens import token_hash
@@ -49,6 +49,7 @@ _PASS_HEADERS = {
 }
 _EVENT_END = re.compile(rb"\r?\n\r?\n")
 _NEG_TTL_S = 1.0
+_WRITER_LINGER_S = 0.05
 _MAX_CACHED_TOKENS = 100_000
 
 
@@ -105,6 +106,8 @@ class CallWriter:
     def _run(self) -> None:
         while True:
             batch = [self._queue.get()]
+            # Linger a moment so calls finishing together share one transaction.
+            time.sleep(_WRITER_LINGER_S)
             while len(batch) < 200:
                 try:
                     batch.append(self._queue.get_nowait())
@@ -119,13 +122,13 @@ class CallWriter:
     def _save(self, batch: list[services.CallRecord]) -> None:
         for try_ in range(3):
             try:
-                close_old_connections()
                 calls = services.llm_calls_record(records=batch)
                 if self._on_saved:
                     self._on_saved(batch, calls)
                 return
             except Exception:
                 log.exception("saving %d LLM call(s) failed (try %d)", len(batch), try_ + 1)
+                connection.close()  # a broken connection is reopened on the next try
                 time.sleep(0.5 * (try_ + 1))
 
 
@@ -167,11 +170,23 @@ class Interceptor:
         await asyncio.get_running_loop().run_in_executor(None, self.writer.flush)
 
     async def _in_db_thread(self, fn, /, **kwargs):
-        def run():
-            close_old_connections()
-            return fn(**kwargs)
+        """Run a read in one of our own DB threads. They keep their connection open (reopening
+        costs more than the read); one that fails is closed and the read tried once more."""
 
-        return await asyncio.get_running_loop().run_in_executor(self._db, run)
+        def run():
+            try:
+                return fn(**kwargs)
+            except DatabaseError:
+                connection.close()
+                return fn(**kwargs)
+
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._db, run)
+        except DatabaseError as exc:
+            log.exception("the interceptor could not read the database")
+            raise InterceptorError(
+                503, "service_unavailable", "The interceptor cannot reach its database."
+            ) from exc
 
     # --- tokens and budgets -----------------------------------------------------------------
     async def _access(self, token: str) -> selectors.AttemptAccess:

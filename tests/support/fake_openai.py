@@ -279,3 +279,7 @@ def stream_chunks(body: dict[str, Any]) -> list[dict[str, Any]]:
     if include_usage and reported:
         chunks.append({**base, "choices": [], "usage": reported})
     return chunks
+
+
+# For `uvicorn tests.support.fake_openai:app` (the benchmark runs the fake in its own process).
+app = FakeOpenAI()
