@@ -129,6 +129,12 @@ async def simple_get(url: str, n: int) -> list[float]:
         return times
 
 
+def cpu_ms(pid: int) -> float:
+    """CPU time (user + system, all threads) a process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered)) - 1))]
@@ -174,23 +180,29 @@ def main() -> None:
 
         print(f"{'scenario':<24}{'direct p50':>11}{'p99':>8}{'via p50':>9}{'p99':>8}"
               f"{'added p50':>11}{'added p99':>11}{'bare proxy added p50':>22}{'p99':>8}"
-              "  (ms)")  # fmt: skip
+              f"{'CPU/call':>10}{'bare CPU':>10}  (ms)")  # fmt: skip
         per_round = max(1, args.calls // args.rounds)
         for concurrency in (1, 32):
             for stream in (False, True):
                 d: list[float] = []
                 v: list[float] = []
                 b: list[float] = []
+                cpu = {"via": 0.0, "bare": 0.0}
                 for _ in range(args.rounds):
                     d += asyncio.run(
                         batch(direct, calls=per_round, concurrency=concurrency, stream=stream)
                     )
+                    before = cpu_ms(web.pid)
                     v += asyncio.run(
                         batch(through, calls=per_round, concurrency=concurrency, stream=stream)
                     )
+                    time.sleep(0.2)  # let the writer thread finish the round's records
+                    cpu["via"] += cpu_ms(web.pid) - before
+                    before = cpu_ms(bare.pid)
                     b += asyncio.run(
                         batch(bare_url, calls=per_round, concurrency=concurrency, stream=stream)
                     )
+                    cpu["bare"] += cpu_ms(bare.pid) - before
                 name = f"{concurrency} caller{'s' if concurrency > 1 else ''}, " + (
                     "stream" if stream else "plain"
                 )
@@ -199,6 +211,7 @@ def main() -> None:
                     f"{name:<24}{dp50:>11.2f}{dp99:>8.2f}{vp50:>9.2f}{vp99:>8.2f}"
                     f"{vp50 - dp50:>11.2f}{vp99 - dp99:>11.2f}"
                     f"{pct(b, 50) - dp50:>22.2f}{pct(b, 99) - dp99:>8.2f}"
+                    f"{cpu['via'] / len(v):>10.2f}{cpu['bare'] / len(b):>10.2f}"
                 )
 
         django_404 = asyncio.run(simple_get(f"http://127.0.0.1:{web_port}/api/no-such-thing", 1000))

@@ -18,6 +18,7 @@ import json
 import logging
 import queue
 import re
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -140,6 +141,9 @@ class Interceptor:
         self._spent_lock = threading.Lock()
         self._db = ThreadPoolExecutor(max_workers=2, thread_name_prefix="interceptor-db")
         self.writer = CallWriter(on_saved=self._count_spent)
+        # The writer thread's batches hold the GIL for up to the switch interval (5 ms by
+        # default) while a call waits on the event loop; 1 ms keeps that wait off the p99.
+        sys.setswitchinterval(0.001)
         atexit.register(self.writer.flush)
 
     # --- plumbing -------------------------------------------------------------------------
@@ -343,12 +347,12 @@ class Interceptor:
             self.writer.submit(record)
             raise
         try:
-            await self._forward(record, upstream, body, send, t0)
+            await self._forward(record, upstream, body, receive, send, t0)
         finally:
             record.latency_ms = (time.perf_counter() - t0) * 1000
             self.writer.submit(record)
 
-    async def _forward(self, record, upstream, body: bytes, send, t0: float) -> None:
+    async def _forward(self, record, upstream, body: bytes, receive, send, t0: float) -> None:
         request = record.request
         strip_usage = False
         if record.stream:
@@ -379,7 +383,7 @@ class Interceptor:
             record.http_status = resp.status_code
             is_sse = resp.headers.get("content-type", "").startswith("text/event-stream")
             if resp.status_code == 200 and is_sse:
-                await self._relay_stream(record, resp, send, t0, strip_usage)
+                await self._relay_stream(record, resp, receive, send, t0, strip_usage)
                 return
             try:
                 data = await resp.aread()
@@ -403,8 +407,13 @@ class Interceptor:
         finally:
             await resp.aclose()
 
-    async def _relay_stream(self, record, resp: httpx.Response, send, t0: float, strip_usage: bool):
+    async def _relay_stream(
+        self, record, resp: httpx.Response, receive, send, t0: float, strip_usage: bool
+    ):
         record.response_is_sse = True
+        # The body is read, so the next ASGI message is the caller hanging up: then stop reading
+        # the provider (closing its stream stops the generation we would pay for).
+        hangup = asyncio.ensure_future(receive())
         raw: list[bytes] = []
         await send(
             {
@@ -419,6 +428,9 @@ class Interceptor:
                 if not raw:
                     record.ttft_ms = (time.perf_counter() - t0) * 1000
                 raw.append(chunk)
+                if hangup.done():
+                    record.error = "client_disconnected: the caller closed the stream"
+                    break
                 if not strip_usage:
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
                     continue
@@ -446,6 +458,7 @@ class Interceptor:
         except OSError as exc:  # the caller went away
             record.error = f"client_disconnected: {type(exc).__name__}"
         finally:
+            hangup.cancel()
             record.response_body = b"".join(raw)
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 

@@ -14,6 +14,7 @@ A request steers the fake through an extra body field the interceptor passes thr
   html_error: true        ...with an HTML body instead
   cut_after: 2            stream that many chunks, then drop the connection
   delay_s: 3              wait before answering
+  chunk_delay_s: 0.2      wait between streamed chunks
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ MODELS = ["gpt-4o-mini", "o4-mini", "house-model"]
 class FakeOpenAI:
     def __init__(self) -> None:
         self.received: list[dict[str, Any]] = []
+        self.chunks_sent = 0
         self.app = Starlette(
             routes=[
                 Route("/v1/chat/completions", self.chat, methods=["POST"]),
@@ -93,7 +95,8 @@ class FakeOpenAI:
             if opts.get("cut_after") is not None and i >= opts["cut_after"]:
                 raise ConnectionResetError("fake upstream cut the stream")
             yield f"data: {json.dumps(chunk)}\n\n".encode()
-            await asyncio.sleep(0)
+            self.chunks_sent += 1
+            await asyncio.sleep(opts.get("chunk_delay_s", 0))
         yield b"data: [DONE]\n\n"
 
 

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from jobs.selectors import seed_usage
 from tests.support import servers
+from tests.support.fake_openai import stream_chunks
 from tests.traces.conftest import MAX_REQUEST_BYTES, SERVER_KEY
 from traces.models import LLMCall
 
@@ -523,3 +524,21 @@ def test_a_seeds_tokens_and_cost_are_the_sums_over_its_calls(interceptor_web, ma
         rel=1e-9,
     )
     assert usage["num_llm_calls"] == 2
+
+
+def test_a_caller_hanging_up_midway_stops_the_provider_stream_and_is_recorded(
+    interceptor_web, fake_upstream, make_rollout
+):
+    rollout = make_rollout()
+    stream = through(interceptor_web, rollout.token).chat.completions.create(
+        model="gpt-4o-mini",
+        messages=MESSAGES,
+        stream=True,
+        extra_body={"fake": {"chunk_delay_s": 0.3}},
+    )
+    next(iter(stream))
+    stream.close()
+    (call,) = recorded(rollout.attempt)
+    assert call.error.startswith("client_disconnected")
+    whole = stream_chunks({"messages": MESSAGES, "stream_options": {"include_usage": True}})
+    assert fake_upstream.chunks_sent < len(whole)
