@@ -274,7 +274,9 @@ class Interceptor:
         method = scope["method"]
         try:
             if not token or tail not in ("chat/completions", "models"):
-                raise InterceptorError(404, "not_found", f"No such interceptor route: {path}")
+                raise InterceptorError(
+                    404, "not_found", "Use <inference_url>/chat/completions or /models."
+                )
             if tail == "models":
                 if method != "GET":
                     raise InterceptorError(405, "method_not_allowed", "Use GET.")
@@ -543,4 +545,23 @@ async def _send_json(send, status: int, body: bytes, *, headers=None, retry: boo
     await send({"type": "http.response.body", "body": body})
 
 
+class RedactTokens(logging.Filter):
+    """Keeps interceptor tokens out of access logs: uvicorn logs each request's path."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and any(isinstance(a, str) and PREFIX in a for a in args):
+            record.args = tuple(_redact(a) if isinstance(a, str) else a for a in args)
+        return True
+
+
+def _redact(text: str) -> str:
+    head, sep, rest = text.partition(PREFIX)
+    if not sep:
+        return text
+    _, slash, tail = rest.partition("/")
+    return f"{head}{PREFIX}<token>{slash}{tail}"
+
+
+logging.getLogger("uvicorn.access").addFilter(RedactTokens())
 interceptor = Interceptor()
