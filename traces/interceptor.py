@@ -381,6 +381,8 @@ class Interceptor:
             record.http_status, record.error = status, f"{type_}: {message}"
             await _send_json(send, status, _error_body(message, type_))
             return
+        # Time to first byte: the headers (a non-streamed answer comes right behind them).
+        record.ttft_ms = (time.perf_counter() - t0) * 1000
         try:
             record.http_status = resp.status_code
             is_sse = resp.headers.get("content-type", "").startswith("text/event-stream")
@@ -395,7 +397,6 @@ class Interceptor:
                     send, 502, _error_body("The provider's answer was cut off.", "upstream_error")
                 )
                 return
-            record.ttft_ms = (time.perf_counter() - t0) * 1000
             record.response_body = data
             if resp.status_code >= 400:
                 record.error = f"upstream answered {resp.status_code}: {data[:2000].decode('utf-8', 'replace')}"
@@ -427,7 +428,7 @@ class Interceptor:
         pending = b""
         try:
             async for chunk in resp.aiter_bytes():
-                if not raw:
+                if not raw:  # a stream's headers come at once; its first chunk is what counts
                     record.ttft_ms = (time.perf_counter() - t0) * 1000
                 raw.append(chunk)
                 if hangup.done():

@@ -10,7 +10,6 @@ from django.utils import timezone
 
 from jobs.models import EvalJob, RolloutAttempt, SeedRun
 from tests.support import servers
-from tests.support.fake_openai import FakeOpenAI
 from traces.tokens import token_hash, token_new
 
 SERVER_KEY = "sk-server-side-secret"
@@ -20,15 +19,6 @@ MODEL_PRICES = {
     "free-model": {"input_per_mtok": 0, "output_per_mtok": 0},
 }
 MAX_REQUEST_BYTES = 64 * 1024
-
-
-@pytest.fixture
-def fake_upstream():
-    """The fake provider on a loopback port; `.url` is its OpenAI base URL."""
-    fake = FakeOpenAI()
-    with servers.serve_asgi(fake) as base:
-        fake.url = f"{base}/v1"
-        yield fake
 
 
 @pytest.fixture
