@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -92,6 +93,8 @@ async def one_call(client: httpx.AsyncClient, url: str, stream: bool) -> float:
     if stream:
         body["stream"] = True
         async with client.stream("POST", url, json=body) as resp:
+            if resp.status_code != 200:
+                await resp.aread()
             async for _ in resp.aiter_bytes():
                 pass
     else:
@@ -144,9 +147,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--calls", type=int, default=2000, help="calls per scenario and side")
     parser.add_argument("--rounds", type=int, default=4, help="alternating rounds per scenario")
+    parser.add_argument("--concurrency", type=int, nargs="*", default=[1, 32])
+    parser.add_argument("--modes", nargs="*", default=["plain", "stream"])
     args = parser.parse_args()
 
-    tmp = tempfile.mkdtemp(prefix="evalhub-bench-")
+    tmp = tempfile.mkdtemp(prefix="evalhub-interceptor-bench-")
     os.environ.update(EVALHUB_DATA_DIR=tmp, DJANGO_SETTINGS_MODULE="evalhub.settings")
     os.environ.pop("DATABASE_URL", None)
     token = setup_attempt()
@@ -182,8 +187,8 @@ def main() -> None:
               f"{'added p50':>11}{'added p99':>11}{'bare proxy added p50':>22}{'p99':>8}"
               f"{'CPU/call':>10}{'bare CPU':>10}  (ms)")  # fmt: skip
         per_round = max(1, args.calls // args.rounds)
-        for concurrency in (1, 32):
-            for stream in (False, True):
+        for concurrency in args.concurrency:
+            for stream in [m == "stream" for m in args.modes]:
                 d: list[float] = []
                 v: list[float] = []
                 b: list[float] = []
@@ -226,6 +231,7 @@ def main() -> None:
         for proc in (web, bare, fake):
             proc.terminate()
             proc.wait(timeout=15)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -51,6 +51,7 @@ _PASS_HEADERS = {
 _EVENT_END = re.compile(rb"\r?\n\r?\n")
 _NEG_TTL_S = 1.0
 _WRITER_LINGER_S = 0.05
+_CLIENT_SHARDS = 8
 _MAX_CACHED_TOKENS = 100_000
 
 
@@ -135,7 +136,8 @@ class CallWriter:
 
 class Interceptor:
     def __init__(self) -> None:
-        self._client: httpx.AsyncClient | None = None
+        self._clients: list[httpx.AsyncClient] | None = None
+        self._next_client = 0
         self._tokens: dict[str, tuple[float, selectors.AttemptAccess | None]] = {}
         self._spent: dict[str, _Spent] = {}
         self._spent_lock = threading.Lock()
@@ -149,28 +151,36 @@ class Interceptor:
     # --- plumbing -------------------------------------------------------------------------
     @property
     def client(self) -> httpx.AsyncClient:
-        if self._client is None:
-            self._client = httpx.AsyncClient(
-                timeout=httpx.Timeout(
-                    settings.EVALHUB_INTERCEPTOR_READ_TIMEOUT_S,
-                    connect=settings.EVALHUB_INTERCEPTOR_CONNECT_TIMEOUT_S,
-                ),
-                limits=httpx.Limits(
-                    max_connections=settings.EVALHUB_INTERCEPTOR_MAX_CONNECTIONS,
-                    max_keepalive_connections=min(
-                        settings.EVALHUB_INTERCEPTOR_MAX_CONNECTIONS, 200
+        """One pooled client, split in a few shards taken in turn.
+
+        httpcore checks every connection of a pool (a poll() per idle socket) on each request
+        and each response close, so with dozens of connections in flight that bookkeeping
+        outweighed the forwarding itself; a few smaller pools keep it short."""
+        if self._clients is None:
+            per_shard = max(1, settings.EVALHUB_INTERCEPTOR_MAX_CONNECTIONS // _CLIENT_SHARDS)
+            self._clients = [
+                httpx.AsyncClient(
+                    timeout=httpx.Timeout(
+                        settings.EVALHUB_INTERCEPTOR_READ_TIMEOUT_S,
+                        connect=settings.EVALHUB_INTERCEPTOR_CONNECT_TIMEOUT_S,
                     ),
-                    keepalive_expiry=30.0,
-                ),
-                follow_redirects=False,
-                trust_env=False,
-            )
-        return self._client
+                    limits=httpx.Limits(
+                        max_connections=per_shard,
+                        max_keepalive_connections=min(per_shard, 50),
+                        keepalive_expiry=30.0,
+                    ),
+                    follow_redirects=False,
+                    trust_env=False,
+                )
+                for _ in range(_CLIENT_SHARDS)
+            ]
+        self._next_client = (self._next_client + 1) % _CLIENT_SHARDS
+        return self._clients[self._next_client]
 
     async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        clients, self._clients = self._clients or [], None
+        for client in clients:
+            await client.aclose()
         await asyncio.get_running_loop().run_in_executor(None, self.writer.flush)
 
     async def _in_db_thread(self, fn, /, **kwargs):
