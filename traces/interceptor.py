@@ -267,9 +267,10 @@ class Interceptor:
 
     def _count_spent(self, records, calls) -> None:
         """Writer thread: add what was just recorded to the in-memory totals."""
+        job_of = {record.attempt_id: record.job_id for record in records}
         with self._spent_lock:
-            for record, call in zip(records, calls, strict=False):
-                spent = self._spent.get(record.job_id)
+            for call in calls:
+                spent = self._spent.get(job_of[call.attempt_id])
                 if spent is not None:
                     spent.cost += call.cost_usd or 0.0
                     spent.tokens += call.total_tokens or 0

@@ -9,7 +9,7 @@ from datetime import datetime
 from itertools import groupby
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import DatabaseError, DataError, IntegrityError, transaction
 from django.db.models import Max
 
 from traces.models import LLMCall
@@ -116,18 +116,33 @@ def llm_calls_record(*, records: list[CallRecord]) -> list[LLMCall]:
             _number(calls)
             LLMCall.objects.bulk_create(calls)
         return calls
+    except (IntegrityError, DataError):
+        # One bad row must not lose the others: save them one by one. (Anything else, e.g. a
+        # locked or lost database, propagates: the writer retries the whole batch.)
+        return [call for call in calls if _save_one(call)]
+
+
+def _save_one(call: LLMCall) -> bool:
+    try:
+        with transaction.atomic():
+            _number([call])
+            call.save()
+        return True
     except IntegrityError:
-        # One attempt was deleted meanwhile: keep the others.
-        saved = []
-        for call in calls:
-            try:
-                with transaction.atomic():
-                    _number([call])
-                    call.save()
-                saved.append(call)
-            except IntegrityError:
-                log.warning("dropped an LLM call of attempt %s (gone)", call.attempt_id)
-        return saved
+        log.warning("dropped an LLM call of attempt %s (the attempt is gone)", call.attempt_id)
+        return False
+    except DataError as exc:
+        # E.g. a NUL character PostgreSQL's jsonb refuses: keep the numbers, not the exchange.
+        log.warning("storing an LLM call without its request/response: %s", exc)
+        note = {"not_stored": f"the database refused this document ({type(exc).__name__})"}
+        call.request, call.response = note, note
+        try:
+            with transaction.atomic():
+                call.save()
+            return True
+        except DatabaseError:
+            log.exception("dropped an LLM call of attempt %s", call.attempt_id)
+            return False
 
 
 def _number(calls: list[LLMCall]) -> None:
