@@ -361,6 +361,9 @@ class Interceptor:
             raise
         try:
             await self._forward(record, upstream, body, receive, send, t0)
+        except Exception as exc:
+            record.error = record.error or f"internal_error: {type(exc).__name__}"
+            raise
         finally:
             record.latency_ms = (time.perf_counter() - t0) * 1000
             self.writer.submit(record)
@@ -403,10 +406,11 @@ class Interceptor:
             try:
                 data = await resp.aread()
             except httpx.HTTPError as exc:
-                record.http_status, record.error = 502, f"upstream_error: {type(exc).__name__}"
-                await _send_json(
-                    send, 502, _error_body("The provider's answer was cut off.", "upstream_error")
-                )
+                timeout = isinstance(exc, httpx.TimeoutException)
+                status, type_ = (504, "upstream_timeout") if timeout else (502, "upstream_error")
+                message = f"The provider's answer {'stalled' if timeout else 'was cut off'}."
+                record.http_status, record.error = status, f"{type_}: {type(exc).__name__}"
+                await _send_json(send, status, _error_body(message, type_))
                 return
             record.response_body = data
             if resp.status_code >= 400:

@@ -51,6 +51,10 @@ class CallRecord:
 def llm_call_build(*, record: CallRecord) -> LLMCall:
     """An unsaved LLMCall with usage and cost worked out from the record (seq is set later)."""
     response = _response_document(record)
+    error = record.error
+    if error is None and isinstance(response, dict) and response.get("error"):
+        # A provider may answer 200 and put an error event in the stream.
+        error = f"provider_error: {json.dumps(response['error'])[:2000]}"
     usage = usage_from_provider(response.get("usage")) if response else None
     # A stream that broke off midway was still generated (and billed) up to the cut.
     answered_ok = record.forwarded and (record.http_status == 200 or record.response_is_sse)
@@ -100,7 +104,7 @@ def llm_call_build(*, record: CallRecord) -> LLMCall:
         cost_usd=cost,
         cost_unknown=cost is None,
         http_status=record.http_status,
-        error=record.error,
+        error=error,
         started_at=record.started_at,
         ttft_ms=record.ttft_ms,
         latency_ms=record.latency_ms,
