@@ -84,11 +84,11 @@ def _error_body(message: str, type_: str, code: Any = None) -> bytes:
 class CallWriter:
     """A thread that saves call records in batches, so the event loop never waits on the DB."""
 
-    def __init__(self, on_saved=None):
+    def __init__(self, on_built=None):
         self._queue: queue.Queue[services.CallRecord] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
-        self._on_saved = on_saved
+        self._on_built = on_built
 
     def submit(self, record: services.CallRecord) -> None:
         if self._thread is None:
@@ -122,14 +122,22 @@ class CallWriter:
                     self._queue.task_done()
 
     def _save(self, batch: list[services.CallRecord]) -> None:
+        calls = []
+        for record in batch:
+            try:
+                calls.append(services.llm_call_build(record=record))
+            except Exception:
+                log.exception("could not read an LLM call of attempt %s", record.attempt_id)
+        # Count the spending before the rows become visible, so that a call that sees a
+        # recorded row also sees its cost in the budget.
+        if self._on_built:
+            self._on_built(batch, calls)
         for try_ in range(3):
             try:
-                calls = services.llm_calls_record(records=batch)
-                if self._on_saved:
-                    self._on_saved(batch, calls)
+                services.llm_calls_save(calls=calls)
                 return
             except Exception:
-                log.exception("saving %d LLM call(s) failed (try %d)", len(batch), try_ + 1)
+                log.exception("saving %d LLM call(s) failed (try %d)", len(calls), try_ + 1)
                 connection.close()  # a broken connection is reopened on the next try
                 time.sleep(0.5 * (try_ + 1))
 
@@ -142,7 +150,7 @@ class Interceptor:
         self._spent: dict[str, _Spent] = {}
         self._spent_lock = threading.Lock()
         self._db = ThreadPoolExecutor(max_workers=2, thread_name_prefix="interceptor-db")
-        self.writer = CallWriter(on_saved=self._count_spent)
+        self.writer = CallWriter(on_built=self._count_spent)
         # The writer thread's batches hold the GIL for up to the switch interval (5 ms by
         # default) while a call waits on the event loop; 1 ms keeps that wait off the p99.
         sys.setswitchinterval(0.001)
@@ -266,7 +274,7 @@ class Interceptor:
                 spent.refreshing = False
 
     def _count_spent(self, records, calls) -> None:
-        """Writer thread: add what was just recorded to the in-memory totals."""
+        """Writer thread: add the calls about to be recorded to the in-memory totals."""
         job_of = {record.attempt_id: record.job_id for record in records}
         with self._spent_lock:
             for call in calls:

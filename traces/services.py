@@ -112,9 +112,12 @@ def llm_call_build(*, record: CallRecord) -> LLMCall:
 
 
 def llm_calls_record(*, records: list[CallRecord]) -> list[LLMCall]:
-    """Save the calls, numbering them per attempt in the order they started."""
-    calls = [llm_call_build(record=r) for r in records]
-    calls.sort(key=lambda c: (c.attempt_id, c.started_at))
+    return llm_calls_save(calls=[llm_call_build(record=r) for r in records])
+
+
+def llm_calls_save(*, calls: list[LLMCall]) -> list[LLMCall]:
+    """Save built calls, numbering them per attempt in the order they started."""
+    calls = sorted(calls, key=lambda c: (c.attempt_id, c.started_at))
     try:
         with transaction.atomic():
             _number(calls)
