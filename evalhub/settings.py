@@ -231,3 +231,55 @@ if not isinstance(EVALHUB_PROVIDERS, dict):
 # Serve the dashboard's CSS and JS straight from the apps' static folders too, so a process
 # that never ran collectstatic (a fresh checkout, the tests' web server) still has them.
 WHITENOISE_USE_FINDERS = True
+
+# --- The LLM interceptor (see the README's interceptor section) -------------------------------
+# Upstreams by provider name: `openai` from OPENAI_BASE_URL/OPENAI_API_KEY, the rest from
+# EVALHUB_PROVIDERS, whose keys are read here from the variables the entries name.
+EVALHUB_UPSTREAMS: dict[str, dict] = {
+    "openai": {"base_url": OPENAI_BASE_URL, "api_key": OPENAI_API_KEY, "price_provider": "openai"}
+}
+for _name, _entry in EVALHUB_PROVIDERS.items():
+    if not isinstance(_entry, dict) or not isinstance(_entry.get("base_url"), str):
+        raise ImproperlyConfigured(
+            f"EVALHUB_PROVIDERS[{_name!r}] must be an object with a string base_url"
+        )
+    _key_env = _entry.get("api_key_env")
+    if _key_env is not None and not isinstance(_key_env, str):
+        raise ImproperlyConfigured(f"EVALHUB_PROVIDERS[{_name!r}].api_key_env must be a string")
+    _price_provider = _entry.get("price_provider", _name)
+    if _price_provider is not None and not isinstance(_price_provider, str):
+        raise ImproperlyConfigured(f"EVALHUB_PROVIDERS[{_name!r}].price_provider must be a string")
+    EVALHUB_UPSTREAMS[_name] = {
+        "base_url": envurl(f"EVALHUB_PROVIDERS[{_name}]", _entry["base_url"]),
+        "api_key": envstr(_key_env) if _key_env else "",
+        "price_provider": _price_provider,
+    }
+# Per-model prices (USD per million tokens) that win over genai-prices, e.g. for own models.
+EVALHUB_MODEL_PRICES = envjson("EVALHUB_MODEL_PRICES", {})
+if not isinstance(EVALHUB_MODEL_PRICES, dict) or not all(
+    isinstance(p, dict)
+    and "input_per_mtok" in p
+    and "output_per_mtok" in p
+    and all(isinstance(v, int | float) for v in p.values())
+    for p in EVALHUB_MODEL_PRICES.values()
+):
+    raise ImproperlyConfigured(
+        "EVALHUB_MODEL_PRICES must be a JSON object of "
+        '{"model": {"input_per_mtok": n, "output_per_mtok": n, "cache_read_per_mtok": n}}'
+    )
+# A token keeps working this long after its attempt ended (late calls of a finishing rollout).
+EVALHUB_INTERCEPTOR_GRACE_S = envfloat("EVALHUB_INTERCEPTOR_GRACE_S", 30.0, minimum=0.0)
+# How long a resolved token is trusted without asking the database again.
+EVALHUB_INTERCEPTOR_TOKEN_TTL_S = envfloat("EVALHUB_INTERCEPTOR_TOKEN_TTL_S", 5.0, minimum=0.0)
+# How often a job's spent totals (for budgets) are re-read from the database.
+EVALHUB_INTERCEPTOR_BUDGET_REFRESH_S = envfloat(
+    "EVALHUB_INTERCEPTOR_BUDGET_REFRESH_S", 5.0, minimum=0.0
+)
+EVALHUB_INTERCEPTOR_CONNECT_TIMEOUT_S = envfloat(
+    "EVALHUB_INTERCEPTOR_CONNECT_TIMEOUT_S", 10.0, minimum=0.1
+)
+# Longest wait for the upstream's next bytes (a reasoning model may think for minutes).
+EVALHUB_INTERCEPTOR_READ_TIMEOUT_S = envfloat(
+    "EVALHUB_INTERCEPTOR_READ_TIMEOUT_S", 600.0, minimum=0.1
+)
+EVALHUB_INTERCEPTOR_MAX_CONNECTIONS = envint("EVALHUB_INTERCEPTOR_MAX_CONNECTIONS", 1000, minimum=1)

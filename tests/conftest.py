@@ -8,6 +8,7 @@ from rest_framework.test import APIClient
 from evalhub.celery import app as celery_app
 from jobs.apikeys import api_key_create_for_username
 from tests.support import servers
+from tests.support.fake_openai import FakeOpenAI
 
 
 @pytest.fixture
@@ -63,3 +64,13 @@ def web_server(transactional_db):
     web, base = servers.start_web()
     yield base
     web.stop()
+
+
+@pytest.fixture
+def fake_upstream():
+    """The fake OpenAI-compatible provider on a loopback port (tests/support/fake_openai.py);
+    `.url` is its OpenAI base URL (for OPENAI_BASE_URL), `.received` what reached it."""
+    fake = FakeOpenAI()
+    with servers.serve_asgi(fake) as base:
+        fake.url = f"{base}/v1"
+        yield fake

@@ -21,7 +21,7 @@ from traces.models import LLMCall
 from traces.redaction import Redactor, server_secrets
 
 SCHEMA = "evalhub.trace/1"
-# What a pruned call keeps in place of its request (see traces.services.traces_prune).
+# What a pruned call keeps in place of its request (see traces.retention.traces_prune).
 PRUNED_REQUEST = {"evalhub_pruned": True}
 
 # Request fields shown on their own; every other request field is a parameter.

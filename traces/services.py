@@ -1,85 +1,174 @@
-"""Writes on traces: retention.
-
-What pruning keeps and drops (docs/trace-format.md, "Retention"): the job, its seed runs with
-their scores, metrics and errors, its rollout attempts, and every LLM call row with its usage,
-cost, timing and status stay, so results, summaries and costs read the same after pruning.
-What goes is the heavy content: each call's request and response, the task app's own trace,
-and the stored zip. A pruned call's request becomes `PRUNED_REQUEST`; its document shows
-`"content_pruned": true`.
-"""
+"""Writing LLM call records. Runs in the interceptor's writer thread, never on the hot path."""
 
 from __future__ import annotations
 
+import json
 import logging
-from dataclasses import dataclass
-from datetime import timedelta
+from dataclasses import dataclass, field
+from datetime import datetime
+from itertools import groupby
+from typing import Any
 
-from django.db import transaction
-from django.db.models import Q
-from django.db.models.functions import Coalesce
-from django.utils import timezone
+from django.db import DatabaseError, DataError, IntegrityError, transaction
+from django.db.models import Max
 
-from jobs.models import TERMINAL_JOB_STATUSES, EvalJob, SeedRun
-from traces.documents import PRUNED_REQUEST
-from traces.export import traces_zip_storage
 from traces.models import LLMCall
+from traces.pricing import call_cost
+from traces.usage import (
+    TokenUsage,
+    response_from_stream,
+    sse_events,
+    usage_estimate,
+    usage_from_provider,
+)
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 
 @dataclass
-class PruneReport:
-    jobs: int = 0
-    llm_calls: int = 0
-    task_traces: int = 0
-    zip_files: int = 0
+class CallRecord:
+    """The raw facts of one intercepted call, gathered cheaply while serving it."""
+
+    attempt_id: int
+    job_id: str
+    provider: str
+    price_provider: str | None
+    request: dict[str, Any]
+    started_at: datetime
+    stream: bool = False
+    # The upstream's answer exactly as received (JSON, or the SSE bytes of a stream).
+    response_body: bytes = b""
+    response_is_sse: bool = False
+    http_status: int | None = None
+    error: str | None = None
+    # False when nothing reached the upstream (budget spent, bad request...): nothing was spent.
+    forwarded: bool = True
+    ttft_ms: float | None = None
+    latency_ms: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
-def traces_prunable_jobs(*, older_than_days: int):
-    """Terminal jobs finished more than `older_than_days` ago that still hold trace content."""
-    cutoff = timezone.now() - timedelta(days=older_than_days)
-    return (
-        EvalJob.objects.filter(status__in=TERMINAL_JOB_STATUSES)
-        .annotate(finished=Coalesce("completed_at", "created_at"))
-        .filter(finished__lt=cutoff)
-        .filter(
-            Q(traces_zip_name__gt="")
-            | Q(pk__in=SeedRun.objects.filter(task_trace__isnull=False).values("job_id"))
-            | Q(
-                pk__in=LLMCall.objects.exclude(request=PRUNED_REQUEST).values(
-                    "attempt__seed_run__job_id"
-                )
-            )
+def llm_call_build(*, record: CallRecord) -> LLMCall:
+    """An unsaved LLMCall with usage and cost worked out from the record (seq is set later)."""
+    response = _response_document(record)
+    error = record.error
+    if error is None and isinstance(response, dict) and response.get("error"):
+        # A provider may answer 200 and put an error event in the stream.
+        error = f"provider_error: {json.dumps(response['error'])[:2000]}"
+    usage = usage_from_provider(response.get("usage")) if response else None
+    # A stream that broke off midway was still generated (and billed) up to the cut.
+    answered_ok = record.forwarded and (record.http_status == 200 or record.response_is_sse)
+    if usage is None and answered_ok:
+        # The provider charged for this answer but did not say how much: estimate, and say so.
+        usage = usage_estimate(request=record.request, response=response)
+    if usage is None:
+        usage = TokenUsage(prompt_tokens=0, completion_tokens=0)
+    model_requested = str(record.request.get("model") or "")
+    model_answered = str((response or {}).get("model") or "")
+    if usage.total_tokens == 0 and usage.prompt_tokens == 0 and usage.completion_tokens == 0:
+        cost: float | None = 0.0
+    else:
+        cost = call_cost(
+            model=model_answered or model_requested,
+            price_provider=record.price_provider,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            cached_tokens=usage.cached_tokens,
+            reasoning_tokens=usage.reasoning_tokens,
         )
-        .order_by("finished")
+        if cost is None and model_answered and model_answered != model_requested:
+            # A dated snapshot name the library lacks: the requested alias may be known.
+            cost = call_cost(
+                model=model_requested,
+                price_provider=record.price_provider,
+                prompt_tokens=usage.prompt_tokens,
+                completion_tokens=usage.completion_tokens,
+                cached_tokens=usage.cached_tokens,
+                reasoning_tokens=usage.reasoning_tokens,
+            )
+    return LLMCall(
+        attempt_id=record.attempt_id,
+        seq=0,
+        provider=record.provider,
+        model_requested=model_requested[:255],
+        model_answered=model_answered[:255],
+        stream=record.stream,
+        request=record.request,
+        response=response,
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        cached_tokens=usage.cached_tokens,
+        reasoning_tokens=usage.reasoning_tokens,
+        total_tokens=usage.total_tokens,
+        usage_estimated=usage.estimated,
+        cost_usd=cost,
+        cost_unknown=cost is None,
+        http_status=record.http_status,
+        error=error,
+        started_at=record.started_at,
+        ttft_ms=record.ttft_ms,
+        latency_ms=record.latency_ms,
     )
 
 
-def traces_prune(*, older_than_days: int, dry_run: bool = False) -> PruneReport:
-    """Drop the heavy trace content of old terminal jobs. Safe to run twice or concurrently:
-    every step is a conditional UPDATE or a delete of a file that may already be gone."""
-    report = PruneReport()
-    for job in traces_prunable_jobs(older_than_days=older_than_days).iterator(chunk_size=100):
-        calls = LLMCall.objects.filter(attempt__seed_run__job=job).exclude(request=PRUNED_REQUEST)
-        traces = SeedRun.objects.filter(job=job, task_trace__isnull=False)
-        report.jobs += 1
-        if dry_run:
-            report.llm_calls += calls.count()
-            report.task_traces += traces.count()
-            report.zip_files += bool(job.traces_zip_name)
-            continue
+def llm_calls_record(*, records: list[CallRecord]) -> list[LLMCall]:
+    return llm_calls_save(calls=[llm_call_build(record=r) for r in records])
+
+
+def llm_calls_save(*, calls: list[LLMCall]) -> list[LLMCall]:
+    """Save built calls, numbering them per attempt in the order they started."""
+    calls = sorted(calls, key=lambda c: (c.attempt_id, c.started_at))
+    try:
         with transaction.atomic():
-            report.llm_calls += calls.update(request=PRUNED_REQUEST, response=None)
-            # SQL NULL, not JSON null: the document then shows `"trace": null` either way.
-            report.task_traces += traces.update(task_trace=None)
-            name = job.traces_zip_name
-            cleared = EvalJob.objects.filter(pk=job.pk, traces_zip_name=name).update(
-                traces_zip_name=""
-            )
-        if name and cleared:
-            storage = traces_zip_storage()
-            if storage.exists(name):
-                storage.delete(name)
-            report.zip_files += 1
-        logger.info("pruned the traces of job %s", job.id)
-    return report
+            _number(calls)
+            LLMCall.objects.bulk_create(calls)
+        return calls
+    except (IntegrityError, DataError):
+        # One bad row must not lose the others: save them one by one. (Anything else, e.g. a
+        # locked or lost database, propagates: the writer retries the whole batch.)
+        return [call for call in calls if _save_one(call)]
+
+
+def _save_one(call: LLMCall) -> bool:
+    try:
+        with transaction.atomic():
+            _number([call])
+            call.save()
+        return True
+    except IntegrityError:
+        log.warning("dropped an LLM call of attempt %s (the attempt is gone)", call.attempt_id)
+        return False
+    except DataError as exc:
+        # E.g. a NUL character PostgreSQL's jsonb refuses: keep the numbers, not the exchange.
+        log.warning("storing an LLM call without its request/response: %s", exc)
+        note = {"not_stored": f"the database refused this document ({type(exc).__name__})"}
+        call.request, call.response = note, note
+        try:
+            with transaction.atomic():
+                call.save()
+            return True
+        except DatabaseError:
+            log.exception("dropped an LLM call of attempt %s", call.attempt_id)
+            return False
+
+
+def _number(calls: list[LLMCall]) -> None:
+    for attempt_id, group in groupby(calls, key=lambda c: c.attempt_id):
+        last = LLMCall.objects.filter(attempt_id=attempt_id).aggregate(m=Max("seq"))["m"] or 0
+        for i, call in enumerate(group, start=last + 1):
+            call.seq = i
+
+
+def _response_document(record: CallRecord) -> dict[str, Any] | None:
+    if not record.response_body:
+        return {"error": {"message": record.error}} if record.error else None
+    if record.response_is_sse:
+        doc = response_from_stream(sse_events(record.response_body))
+        if record.error and "error" not in doc:
+            doc["error"] = {"message": record.error}
+        return doc
+    try:
+        doc = json.loads(record.response_body)
+    except ValueError:
+        return {"raw": record.response_body[:10_000].decode("utf-8", errors="replace")}
+    return doc if isinstance(doc, dict) else {"raw": doc}

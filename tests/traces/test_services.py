@@ -1,89 +1,81 @@
-"""Retention: old terminal jobs lose their heavy trace content and keep their results."""
-
-from __future__ import annotations
-
-import io
+import datetime as dt
 import json
-import zipfile
-from datetime import timedelta
+import uuid
 
-import pytest
-from django.core.management import call_command
+from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from jobs.models import EvalJob, SeedRun
-from tests.support.trace_rows import make_traced_job
-from traces import export
-from traces.documents import PRUNED_REQUEST
+from jobs.models import EvalJob, RolloutAttempt, SeedRun
+from tests.support.fake_openai import completion
 from traces.models import LLMCall
-from traces.services import traces_prune
+from traces.services import CallRecord, llm_calls_record
 
-pytestmark = pytest.mark.django_db
-
-
-def age(job: EvalJob, days: int) -> None:
-    EvalJob.objects.filter(pk=job.pk).update(completed_at=timezone.now() - timedelta(days=days))
+REQUEST = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi there"}]}
 
 
-def test_prune_drops_content_of_old_terminal_jobs_and_keeps_results(client_alice, trace_storage):
-    old = make_traced_job(seeds=[0, 1], calls_per_seed=2).job
-    recent = make_traced_job(seeds=[0], calls_per_seed=2).job
-    running = make_traced_job(seeds=[0], calls_per_seed=1, status="running").job
-    age(old, 40), age(recent, 5), age(running, 40)
-    zip_name = export.job_traces_zip_store(job=old)
-    results_before = client_alice.get(f"/api/eval/jobs/{old.id}/results").json()
-
-    report = traces_prune(older_than_days=30)
-
-    assert (report.jobs, report.llm_calls, report.task_traces, report.zip_files) == (1, 4, 2, 1)
-    assert not export.traces_zip_storage().exists(zip_name)
-    assert EvalJob.objects.get(pk=old.pk).traces_zip_name == ""
-    old_calls = LLMCall.objects.filter(attempt__seed_run__job=old)
-    assert old_calls.count() == 4
-    assert all(c.request == PRUNED_REQUEST and c.response is None for c in old_calls)
-    assert not SeedRun.objects.filter(job=old, task_trace__isnull=False).exists()
-    for kept in (recent, running):
-        calls = LLMCall.objects.filter(attempt__seed_run__job=kept)
-        assert not calls.filter(response__isnull=True).exists() and calls.exists()
-        assert SeedRun.objects.filter(job=kept, task_trace__isnull=False).exists()
-    # Scores, tokens and cost read the same as before.
-    results_after = client_alice.get(f"/api/eval/jobs/{old.id}/results").json()
-    assert results_after["summary"] == results_before["summary"]
-    assert results_after["results"] == results_before["results"]
-    # The zip is made again from what is left: calls marked as pruned.
-    response = client_alice.get(f"/api/eval/jobs/{old.id}/traces")
-    zf = zipfile.ZipFile(io.BytesIO(b"".join(response.streaming_content)))
-    document = json.loads(zf.read("seeds/seed_1.json"))
-    assert [c["content_pruned"] for c in document["llm_calls"]] == [True, True]
-    assert document["llm_calls"][0]["usage"]["total_tokens"] == 160
-    assert document["task_app"]["trace"] is None and document["score"] == 0.25
-
-    assert traces_prune(older_than_days=30).jobs == 1  # only the zip rebuilt just now
-    assert traces_prune(older_than_days=30).jobs == 0
+def _attempt(job, seed):
+    return RolloutAttempt.objects.create(
+        seed_run=SeedRun.objects.create(job=job, seed=seed),
+        number=1,
+        run_id=uuid.uuid4().hex,
+        token_hash=uuid.uuid4().hex,
+        started_at=timezone.now(),
+    )
 
 
-def test_dry_run_counts_and_changes_nothing():
-    job = make_traced_job(seeds=[0], calls_per_seed=3).job
-    age(job, 100)
-    report = traces_prune(older_than_days=30, dry_run=True)
-    assert (report.jobs, report.llm_calls, report.task_traces) == (1, 3, 1)
-    assert not LLMCall.objects.filter(request=PRUNED_REQUEST).exists()
+def _record(attempt_id, started_at, **fields):
+    return CallRecord(
+        attempt_id=attempt_id,
+        job_id="j",
+        provider="openai",
+        price_provider="openai",
+        request=REQUEST,
+        started_at=started_at,
+        response_body=json.dumps(completion(REQUEST)).encode(),
+        http_status=200,
+        **fields,
+    )
 
 
-def test_command_uses_the_retention_setting_and_zero_keeps_forever(settings):
-    job = make_traced_job(seeds=[0], calls_per_seed=1).job
-    age(job, 10)
-    settings.EVALHUB_TRACE_RETENTION_DAYS = 0
-    out = io.StringIO()
-    call_command("prunetraces", stdout=out)
-    assert "kept forever" in out.getvalue()
-    assert not LLMCall.objects.filter(request=PRUNED_REQUEST).exists()
+def test_calls_are_numbered_per_attempt_in_the_order_they_started(db):
+    job = EvalJob.objects.create(
+        owner=get_user_model().objects.create(username="u"), task_app_url="http://x"
+    )
+    a, b = _attempt(job, 1), _attempt(job, 2)
+    t = timezone.now()
+    LLMCall.objects.create(attempt=a, seq=1, started_at=t)
+    llm_calls_record(
+        records=[
+            _record(a.id, t + dt.timedelta(seconds=2)),
+            _record(b.id, t + dt.timedelta(seconds=1)),
+            _record(a.id, t + dt.timedelta(seconds=1)),
+        ]
+    )
+    got = list(LLMCall.objects.filter(attempt=a).order_by("seq").values_list("seq", "started_at"))
+    assert got == [(1, t), (2, t + dt.timedelta(seconds=1)), (3, t + dt.timedelta(seconds=2))]
+    assert list(LLMCall.objects.filter(attempt=b).values_list("seq", flat=True)) == [1]
 
-    settings.EVALHUB_TRACE_RETENTION_DAYS = 7
-    call_command("prunetraces", "--dry-run", stdout=out)
-    assert "would prune 1 job(s)" in out.getvalue()
-    call_command("prunetraces", stdout=out)
-    assert "pruned 1 job(s) older than 7 day(s): 1 LLM call(s)" in out.getvalue()
 
-    call_command("prunetraces", "--days", "30", stdout=out)
-    assert "pruned 0 job(s)" in out.getvalue()
+def test_a_call_of_a_deleted_attempt_does_not_lose_the_others(transactional_db):
+    # Real transactions: foreign keys are checked when one commits.
+    job = EvalJob.objects.create(
+        owner=get_user_model().objects.create(username="u"), task_app_url="http://x"
+    )
+    a = _attempt(job, 1)
+    saved = llm_calls_record(
+        records=[_record(a.id, timezone.now()), _record(a.id + 999, timezone.now())]
+    )
+    assert [c.attempt_id for c in saved] == [a.id]
+    assert LLMCall.objects.get().total_tokens == 1500
+
+
+def test_a_call_that_never_reached_the_provider_costs_nothing(db):
+    job = EvalJob.objects.create(
+        owner=get_user_model().objects.create(username="u"), task_app_url="http://x"
+    )
+    a = _attempt(job, 1)
+    record = _record(a.id, timezone.now(), forwarded=False, error="budget_exceeded: spent")
+    record.response_body, record.http_status = b"", 429
+    (call,) = llm_calls_record(records=[record])
+    assert (call.total_tokens, call.cost_usd, call.cost_unknown) == (0, 0.0, False)
+    assert not call.usage_estimated

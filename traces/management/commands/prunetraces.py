@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from traces.services import traces_prune
+from traces.retention import traces_prune
 
 
 class Command(BaseCommand):

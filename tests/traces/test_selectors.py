@@ -1,0 +1,51 @@
+import uuid
+
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+
+from jobs.models import EvalJob, RolloutAttempt, SeedRun
+from traces.models import LLMCall
+from traces.selectors import attempt_access_get, job_budget_refusals, job_spent
+from traces.tokens import token_hash
+
+
+def _attempt(job, seed, token="t"):
+    seed_run = SeedRun.objects.create(job=job, seed=seed)
+    return RolloutAttempt.objects.create(
+        seed_run=seed_run,
+        number=1,
+        run_id=uuid.uuid4().hex,
+        token_hash=token_hash(f"{token}{seed}"),
+        started_at=timezone.now(),
+    )
+
+
+def _call(attempt, seq, **fields):
+    return LLMCall.objects.create(attempt=attempt, seq=seq, started_at=timezone.now(), **fields)
+
+
+def test_a_token_resolves_to_its_attempt_job_provider_and_budgets(db):
+    owner = get_user_model().objects.create(username="u")
+    job = EvalJob.objects.create(
+        owner=owner, task_app_url="http://x", policy={"provider": "groq"}, max_tokens=99
+    )
+    attempt = _attempt(job, 1)
+    access = attempt_access_get(token_hash=token_hash("t1"))
+    assert access.attempt_id == attempt.id and access.job_id == job.id
+    assert access.provider == "groq" and access.running
+    assert access.max_tokens == 99 and access.max_cost_usd is None and access.has_budget
+    assert attempt_access_get(token_hash=token_hash("other")) is None
+
+
+def test_spent_totals_and_budget_refusals_are_per_job(db):
+    owner = get_user_model().objects.create(username="u")
+    job = EvalJob.objects.create(owner=owner, task_app_url="http://x")
+    a, b = _attempt(job, 1), _attempt(job, 2)
+    _call(a, 1, total_tokens=100, cost_usd=0.25)
+    _call(b, 1, total_tokens=50, cost_usd=None, cost_unknown=True)
+    _call(b, 2, total_tokens=0, cost_usd=0.0, http_status=429, error="budget_exceeded: spent")
+    other = EvalJob.objects.create(owner=owner, task_app_url="http://x")
+    _call(_attempt(other, 1, token="o"), 1, total_tokens=7, cost_usd=1.0)
+
+    assert job_spent(job_id=job.id) == (0.25, 150)
+    assert job_budget_refusals(job_id=job.id) == {b.seed_run_id: 1}

@@ -1,0 +1,81 @@
+"""Reads the interceptor needs: who a token belongs to, and what a job has spent so far."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db.models import Count, Sum
+
+from jobs.models import RolloutAttempt
+from traces.models import LLMCall
+
+
+@dataclass(frozen=True)
+class AttemptAccess:
+    """What the interceptor knows about the rollout attempt behind a token."""
+
+    attempt_id: int
+    job_id: str
+    provider: str
+    running: bool
+    finished_at: datetime | None
+    max_cost_usd: float | None
+    max_tokens: int | None
+
+    @property
+    def has_budget(self) -> bool:
+        return self.max_cost_usd is not None or self.max_tokens is not None
+
+
+def attempt_access_get(*, token_hash: str) -> AttemptAccess | None:
+    row = (
+        RolloutAttempt.objects.filter(token_hash=token_hash)
+        .values(
+            "id",
+            "status",
+            "finished_at",
+            "seed_run__job_id",
+            "seed_run__job__policy",
+            "seed_run__job__max_cost_usd",
+            "seed_run__job__max_tokens",
+        )
+        .first()
+    )
+    if row is None:
+        return None
+    policy = row["seed_run__job__policy"] or {}
+    provider = policy.get("provider") if isinstance(policy, dict) else None
+    return AttemptAccess(
+        attempt_id=row["id"],
+        job_id=row["seed_run__job_id"],
+        provider=str(provider or "openai"),
+        running=row["status"] == "running",
+        finished_at=row["finished_at"],
+        max_cost_usd=row["seed_run__job__max_cost_usd"],
+        max_tokens=row["seed_run__job__max_tokens"],
+    )
+
+
+def job_spent(*, job_id: str) -> tuple[float, int]:
+    """(USD, tokens) recorded so far over every LLM call of the job (unknown prices count 0)."""
+    totals = LLMCall.objects.filter(attempt__seed_run__job_id=job_id).aggregate(
+        cost=Sum("cost_usd"), tokens=Sum("total_tokens")
+    )
+    return float(totals["cost"] or 0.0), int(totals["tokens"] or 0)
+
+
+BUDGET_ERROR_PREFIX = "budget_exceeded"
+
+
+def job_budget_refusals(*, job_id: str) -> dict[int, int]:
+    """Seed run id -> how many of its LLM calls were refused because the job's budget was spent."""
+    rows = (
+        LLMCall.objects.filter(
+            attempt__seed_run__job_id=job_id, http_status=429, error__startswith=BUDGET_ERROR_PREFIX
+        )
+        .values("attempt__seed_run_id")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    return {r["attempt__seed_run_id"]: r["n"] for r in rows}
