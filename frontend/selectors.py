@@ -12,6 +12,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Avg, Count, F, Q, QuerySet, Sum
 from django.utils import timezone
 
+from jobs import selectors as job_selectors
 from jobs.models import ApiKey, EvalJob, RolloutAttempt, SeedRun, SeedStatus
 from traces.models import LLMCall
 
@@ -195,21 +196,8 @@ def seed_neighbours(*, seed_run: SeedRun) -> tuple[int | None, int | None]:
 
 
 def seed_run_usage(*, seed_run: SeedRun) -> dict[str, Any] | None:
-    """Tokens and cost of one seed, shaped as `jobs.selectors.seed_usage` gives them per seed."""
-    totals = LLMCall.objects.filter(attempt__seed_run=seed_run).aggregate(
-        tokens=Sum("total_tokens"),
-        cost=Sum("cost_usd"),
-        unknown=Count("id", filter=Q(cost_unknown=True)),
-        calls=Count("id"),
-    )
-    if not totals["calls"]:
-        return None
-    return {
-        "tokens": int(totals["tokens"] or 0),
-        "cost_usd": None if totals["unknown"] else float(totals["cost"] or 0.0),
-        "cost_unknown": bool(totals["unknown"]),
-        "num_llm_calls": totals["calls"],
-    }
+    """Tokens and cost of one seed, as `jobs.selectors.seed_usage` gives them."""
+    return job_selectors.seed_usage(job=seed_run.job, seed_run=seed_run).get(seed_run.id)
 
 
 def seed_attempts(*, seed_run: SeedRun) -> list[AttemptView]:

@@ -11,6 +11,7 @@ from django.db.models import Count, Q, QuerySet, Sum
 
 from jobs.models import EvalJob, JobEvent, SeedRun, SeedStatus
 from traces.models import LLMCall
+from traces.selectors import BUDGET_ERROR_PREFIX
 
 
 def job_get_for_owner(*, owner: AbstractBaseUser, job_id: str) -> EvalJob | None:
@@ -49,32 +50,54 @@ def _percentile(sorted_values: list[float], q: float) -> float | None:
     return sorted_values[rank - 1]
 
 
-def seed_usage(*, job: EvalJob) -> dict[int, dict[str, Any]]:
-    """Tokens and cost per seed run id, summed over every LLM call of every attempt
-    (failed attempts included: their tokens were spent)."""
-    rows = (
-        LLMCall.objects.filter(attempt__seed_run__job=job)
-        .values("attempt__seed_run_id")
-        .annotate(
-            tokens=Sum("total_tokens"),
-            cost=Sum("cost_usd"),
-            unknown=Count("id", filter=Q(cost_unknown=True)),
-            calls=Count("id"),
-        )
-        .order_by()
-    )
+def _is_budget_refusal(call: LLMCall) -> bool:
+    return call.http_status == 429 and (call.error or "").startswith(BUDGET_ERROR_PREFIX)
+
+
+# Per-seed usage, computed by the database: tokens and cost summed over every LLM call of every
+# attempt (failed attempts included: their tokens were spent).
+_USAGE_AGGREGATES = {
+    "tokens": Sum("total_tokens"),
+    "cost": Sum("cost_usd"),
+    "unknown": Count("id", filter=Q(cost_unknown=True)),
+    "calls": Count("id"),
+    # Calls the interceptor refused because the job's budget was spent.
+    "refused": Count("id", filter=Q(http_status=429, error__startswith=BUDGET_ERROR_PREFIX)),
+}
+
+
+def _usage(*, tokens, cost, unknown, calls, refused) -> dict[str, Any]:
     return {
-        r["attempt__seed_run_id"]: {
-            "tokens": int(r["tokens"] or 0),
-            "cost_usd": None if r["unknown"] else float(r["cost"] or 0.0),
-            "cost_unknown": bool(r["unknown"]),
-            "num_llm_calls": r["calls"],
-        }
-        for r in rows
+        "tokens": int(tokens or 0),
+        # Never a silent 0: one call of unknown price makes the seed's cost unknown.
+        "cost_usd": None if unknown else float(cost or 0.0),
+        "cost_unknown": bool(unknown),
+        "num_llm_calls": calls,
+        "budget_exceeded": bool(refused),
     }
 
 
-_NO_USAGE = {"tokens": 0, "cost_usd": 0.0, "cost_unknown": False, "num_llm_calls": 0}
+def seed_usage(*, job: EvalJob, seed_run: SeedRun | None = None) -> dict[int, dict[str, Any]]:
+    """Usage per seed run id, for the whole job or one of its seed runs."""
+    calls = LLMCall.objects.filter(attempt__seed_run__job=job)
+    if seed_run is not None:
+        calls = calls.filter(attempt__seed_run=seed_run)
+    rows = calls.values("attempt__seed_run_id").annotate(**_USAGE_AGGREGATES).order_by()
+    return {r.pop("attempt__seed_run_id"): _usage(**r) for r in rows}
+
+
+def usage_from_calls(calls: list[LLMCall]) -> dict[str, Any]:
+    """The same figures as `seed_usage`, from calls already in memory."""
+    return _usage(
+        tokens=sum(c.total_tokens or 0 for c in calls),
+        cost=sum(c.cost_usd or 0.0 for c in calls),
+        unknown=sum(1 for c in calls if c.cost_unknown),
+        calls=len(calls),
+        refused=sum(1 for c in calls if _is_budget_refusal(c)),
+    )
+
+
+_NO_USAGE = usage_from_calls([])
 
 
 def seed_result_row(seed_run: SeedRun, usage: dict[str, Any] | None) -> dict[str, Any]:
@@ -92,6 +115,7 @@ def seed_result_row(seed_run: SeedRun, usage: dict[str, Any] | None) -> dict[str
         "cost_usd": usage["cost_usd"],
         "cost_unknown": usage["cost_unknown"],
         "num_llm_calls": usage["num_llm_calls"],
+        "budget_exceeded": usage["budget_exceeded"],
         "attempts": seed_run.attempts,
         "error": seed_run.error,
         "started_at": seed_run.started_at,
@@ -127,6 +151,8 @@ def summarize(*, job: EvalJob, rows: list[dict[str, Any]]) -> dict[str, Any]:
         if unknown_cost
         else round(sum(r["cost_usd"] or 0.0 for r in rows), 10),
         "seeds_with_unknown_cost": unknown_cost,
+        "budget_exceeded": any(r["budget_exceeded"] for r in rows),
+        "seeds_refused_by_budget": sum(1 for r in rows if r["budget_exceeded"]),
         "num_seeds": job.num_seeds,
         "num_successful": len(succeeded),
         "num_failed": sum(1 for r in rows if r["status"] == SeedStatus.FAILED),

@@ -57,17 +57,6 @@ def iso(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
 
-def _seed_usage(calls: list[LLMCall]) -> dict[str, Any]:
-    """The same figures as jobs.selectors.seed_usage, from calls already in memory."""
-    unknown = any(c.cost_unknown for c in calls)
-    return {
-        "tokens": sum(c.total_tokens or 0 for c in calls),
-        "cost_usd": None if unknown else float(sum(c.cost_usd or 0.0 for c in calls)),
-        "cost_unknown": unknown,
-        "num_llm_calls": len(calls),
-    }
-
-
 def _first_choice(response: dict[str, Any]) -> dict[str, Any]:
     choices = response.get("choices")
     if isinstance(choices, list) and choices and isinstance(choices[0], dict):
@@ -202,7 +191,7 @@ def seed_trace(
         attempts = seed_runs_with_calls(job=job).get(pk=seed_run.pk).rollout_attempts.all()
     attempts = sorted(attempts, key=lambda a: a.number)
     pairs = [(attempt, call) for attempt in attempts for call in attempt.llm_calls.all()]
-    usage = _seed_usage([call for _, call in pairs])
+    usage = selectors.usage_from_calls([call for _, call in pairs])
     row = selectors.seed_result_row(seed_run, usage)
     calls = [llm_call_entry(call, attempt) for attempt, call in pairs]
     document = {

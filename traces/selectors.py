@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Count, Sum
+from django.db.models import Sum
 
 from jobs.models import RolloutAttempt
 from traces.models import LLMCall
@@ -66,16 +66,3 @@ def job_spent(*, job_id: str) -> tuple[float, int]:
 
 
 BUDGET_ERROR_PREFIX = "budget_exceeded"
-
-
-def job_budget_refusals(*, job_id: str) -> dict[int, int]:
-    """Seed run id -> how many of its LLM calls were refused because the job's budget was spent."""
-    rows = (
-        LLMCall.objects.filter(
-            attempt__seed_run__job_id=job_id, http_status=429, error__startswith=BUDGET_ERROR_PREFIX
-        )
-        .values("attempt__seed_run_id")
-        .annotate(n=Count("id"))
-        .order_by()
-    )
-    return {r["attempt__seed_run_id"]: r["n"] for r in rows}

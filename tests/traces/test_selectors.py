@@ -4,8 +4,9 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from jobs.models import EvalJob, RolloutAttempt, SeedRun
+from jobs.selectors import job_results
 from traces.models import LLMCall
-from traces.selectors import attempt_access_get, job_budget_refusals, job_spent
+from traces.selectors import attempt_access_get, job_spent
 from traces.tokens import token_hash
 
 
@@ -48,4 +49,6 @@ def test_spent_totals_and_budget_refusals_are_per_job(db):
     _call(_attempt(other, 1, token="o"), 1, total_tokens=7, cost_usd=1.0)
 
     assert job_spent(job_id=job.id) == (0.25, 150)
-    assert job_budget_refusals(job_id=job.id) == {b.seed_run_id: 1}
+    summary, rows = job_results(job=job)
+    assert [r["budget_exceeded"] for r in rows] == [False, True]
+    assert (summary["budget_exceeded"], summary["seeds_refused_by_budget"]) == (True, 1)
