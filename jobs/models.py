@@ -77,6 +77,10 @@ class EvalJob(models.Model):
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     # Storage name of the finished traces zip, once built.
     traces_zip_name = models.CharField(max_length=512, blank=True, default="")
+    # Last sign of life of a runner working on the job, and the last time the job was handed to
+    # the workers: the periodic re-dispatch uses both to find jobs nobody is working on.
+    runner_seen_at = models.DateTimeField(null=True, blank=True)
+    dispatched_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -138,6 +142,16 @@ class SeedRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.job_id}#{self.seed}"
+
+
+class AttemptStatus(models.TextChoices):
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    # The task app failed this attempt (the seed may be tried again: see the seed run).
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    # Its worker stopped (lease expired) before the attempt ended.
+    ABANDONED = "abandoned"
 
 
 class RolloutAttempt(models.Model):

@@ -1,0 +1,248 @@
+"""Running a job: many rollouts in flight inside one Celery task, with asyncio and httpx.
+
+The database is the source of truth: the runner claims seed runs under a lease (never more
+than the job's `max_concurrent` over all workers), renews the leases while it works, writes
+each result only if it still holds the seed, and gives transiently failed seeds back with a
+backoff so any worker may take the next attempt. It stops when nothing is left to claim.
+
+Django's ORM is synchronous: every database call runs on one thread of the runner's own
+(`_db`), whose connections are closed when the runner ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import os
+import random
+import secrets
+import socket
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+from django.conf import settings
+from django.db import connections
+
+from evalhub import crypto
+from jobs import services, taskapp
+from jobs.models import AttemptStatus, EvalJob, JobStatus, SeedRun, SeedStatus
+from traces import tokens
+
+log = logging.getLogger(__name__)
+
+# How often the runner looks at the job's status (a cancel is noticed within this).
+POLL_S = 0.5
+
+
+def job_run(*, job_id: str) -> None:
+    """Entry point of the Celery task: run the job's seeds until none is left to claim."""
+    asyncio.run(JobRunner(job_id=job_id).run())
+
+
+def backoff_delay(*, attempt: int) -> float:
+    """Exponential backoff with full jitter before attempt `attempt + 1`."""
+    ceiling = min(
+        settings.EVALHUB_ROLLOUT_BACKOFF_MAX_S,
+        settings.EVALHUB_ROLLOUT_BACKOFF_S * 2 ** max(0, attempt - 1),
+    )
+    return random.uniform(0, ceiling)
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+
+
+class JobRunner:
+    def __init__(self, *, job_id: str):
+        self.job_id = job_id
+        self.worker = worker_name()
+        self.lease_s = settings.EVALHUB_LEASE_S
+        self.max_attempts = settings.EVALHUB_ROLLOUT_MAX_ATTEMPTS
+        self._db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalhub-db")
+        self.in_flight: dict[int, asyncio.Task] = {}
+
+    async def _db(self, fn, /, **kwargs: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._db_thread, functools.partial(fn, **kwargs))
+
+    async def run(self) -> None:
+        try:
+            job = await self._db(_job_load, job_id=self.job_id)
+            if job is None or job.is_terminal:
+                return
+            self.job = job
+            self.api_key = (
+                crypto.decrypt(job.task_app_api_key_encrypted) if job.has_task_app_api_key else None
+            )
+            self.cap = min(job.max_concurrent, settings.EVALHUB_RUNNER_MAX_INFLIGHT)
+            timeout = httpx.Timeout(None, connect=settings.EVALHUB_TASK_APP_CONNECT_TIMEOUT_S)
+            limits = httpx.Limits(
+                max_connections=self.cap + 1, max_keepalive_connections=self.cap + 1
+            )
+            async with httpx.AsyncClient(timeout=timeout, limits=limits) as client:
+                self.client = client
+                if job.status == JobStatus.PENDING:
+                    error = await taskapp.task_app_probe(
+                        client, base_url=job.task_app_url, api_key=self.api_key
+                    )
+                    if error:
+                        log.warning("job %s: %s", self.job_id, error)
+                        await self._db(services.job_fail, job_id=self.job_id, error=error)
+                        return
+                    if await self._db(services.job_start, job_id=self.job_id) is None:
+                        return
+                await self._work()
+        finally:
+            await self._db(connections.close_all)
+            self._db_thread.shutdown(wait=True)
+
+    async def _work(self) -> None:
+        last_look = last_renew = 0.0
+        while True:
+            now = time.monotonic()
+            if now - last_renew >= self.lease_s / 3:
+                await self._renew()
+                last_renew = now
+            if now - last_look >= POLL_S:
+                last_look = now
+                status = await self._db(_job_status, job_id=self.job_id)
+                if status != JobStatus.RUNNING:
+                    await self._abort_all(cancelled=status == JobStatus.CANCELLED)
+                    return
+            free = self.cap - len(self.in_flight)
+            if free > 0:
+                claimed = await self._db(
+                    services.seed_run_claim,
+                    job_id=self.job_id, worker=self.worker, limit=free, lease_s=self.lease_s,
+                )  # fmt: skip
+                for seed_run in claimed:
+                    self.in_flight[seed_run.id] = asyncio.create_task(self._seed(seed_run))
+            if not self.in_flight:
+                if not await self._db(_job_has_pending, job_id=self.job_id):
+                    # Nothing left for us; seeds other workers still hold end the job there.
+                    await self._db(services.job_finish_if_done, job_id=self.job_id)
+                    return
+                await asyncio.sleep(POLL_S)  # backoff running, or the other workers use all slots
+                continue
+            done, _ = await asyncio.wait(
+                self.in_flight.values(), timeout=POLL_S, return_when=asyncio.FIRST_COMPLETED
+            )
+            for task in done:
+                self._forget(task)
+
+    def _forget(self, task: asyncio.Task) -> None:
+        for seed_run_id, t in list(self.in_flight.items()):
+            if t is task:
+                del self.in_flight[seed_run_id]
+        if not task.cancelled() and task.exception() is not None:
+            log.error("job %s: a rollout task crashed", self.job_id, exc_info=task.exception())
+
+    async def _renew(self) -> None:
+        held = await self._db(
+            services.seed_run_lease_renew,
+            seed_run_ids=list(self.in_flight), worker=self.worker, lease_s=self.lease_s,
+        )  # fmt: skip
+        await self._db(services.job_heartbeat, job_id=self.job_id)
+        for seed_run_id in set(self.in_flight) - held:
+            # Taken over after our lease ran out, or cancelled: its result is not ours to write.
+            self.in_flight.pop(seed_run_id).cancel()
+
+    async def _abort_all(self, *, cancelled: bool) -> None:
+        tasks = dict(self.in_flight)
+        self.in_flight.clear()
+        for task in tasks.values():
+            task.cancel()
+        await asyncio.gather(*tasks.values(), return_exceptions=True)
+        if tasks and cancelled:
+            n = await self._db(
+                services.seed_runs_cancel, seed_run_ids=list(tasks), worker=self.worker
+            )
+            log.info("job %s cancelled: aborted %d rollouts", self.job_id, n)
+
+    async def _seed(self, seed_run: SeedRun) -> None:
+        job = self.job
+        token = tokens.token_new()
+        attempt = await self._db(
+            services.rollout_attempt_start, seed_run=seed_run, token_hash=tokens.token_hash(token)
+        )
+        body = taskapp.rollout_request_build(
+            run_id=attempt.run_id,
+            seed=seed_run.seed,
+            env_name=job.env_name,
+            env_config=job.env_config,
+            policy=job.policy,
+            inference_url=tokens.inference_url(token),
+            trace_correlation_id=attempt.run_id,
+            mode=job.mode,
+            timeout_s=job.timeout_s,
+        )
+        started = time.perf_counter()
+        error: taskapp.TaskAppError | None = None
+        try:
+            async with asyncio.timeout(job.timeout_s):
+                outcome = await taskapp.rollout_post(
+                    self.client, base_url=job.task_app_url, api_key=self.api_key, body=body
+                )
+        except TimeoutError:
+            error = taskapp.TaskAppError(
+                f"rollout timed out after {job.timeout_s:g}s", transient=False
+            )
+        except taskapp.TaskAppError as exc:
+            error = exc
+        latency_ms = (time.perf_counter() - started) * 1000
+
+        if error is None:
+            await self._db(
+                services.rollout_attempt_finish, attempt_id=attempt.id,
+                status=AttemptStatus.SUCCEEDED, http_status=outcome.http_status,
+                latency_ms=latency_ms,
+            )  # fmt: skip
+            result = services.SeedResult(
+                score=outcome.score,
+                reward_mean=outcome.reward_mean,
+                outcome_score=outcome.outcome_score,
+                events_score=outcome.events_score,
+                verifier_score=outcome.verifier_score,
+                metrics=outcome.metrics,
+                task_trace=outcome.trace,
+                latency_ms=latency_ms,
+            )
+            await self._db(
+                services.seed_run_finish, seed_run_id=seed_run.id, worker=self.worker,
+                status=SeedStatus.SUCCEEDED, result=result,
+            )  # fmt: skip
+            return
+
+        await self._db(
+            services.rollout_attempt_finish, attempt_id=attempt.id, status=AttemptStatus.FAILED,
+            http_status=error.http_status, error=error.message, latency_ms=latency_ms,
+        )  # fmt: skip
+        if error.transient and seed_run.attempts < self.max_attempts:
+            await self._db(
+                services.seed_run_retry_later, seed_run_id=seed_run.id, worker=self.worker,
+                delay_s=backoff_delay(attempt=seed_run.attempts), error=error.message,
+            )  # fmt: skip
+            return
+        message = error.message
+        if seed_run.attempts > 1:
+            message = f"{message} (attempt {seed_run.attempts} of {self.max_attempts})"
+        await self._db(
+            services.seed_run_finish, seed_run_id=seed_run.id, worker=self.worker,
+            status=SeedStatus.FAILED,
+            result=services.SeedResult(error=message, latency_ms=latency_ms),
+        )  # fmt: skip
+
+
+def _job_load(*, job_id: str) -> EvalJob | None:
+    return EvalJob.objects.filter(pk=job_id).first()
+
+
+def _job_status(*, job_id: str) -> str | None:
+    return EvalJob.objects.filter(pk=job_id).values_list("status", flat=True).first()
+
+
+def _job_has_pending(*, job_id: str) -> bool:
+    return SeedRun.objects.filter(job_id=job_id, status=SeedStatus.PENDING).exists()
