@@ -213,6 +213,8 @@ def test_cancel_aborts_rollouts_in_flight_and_keeps_finished_results(client_alic
             timeout=10,
             what="the worker to abort the rollouts in flight",
         )
+        # The aborted rollouts' connections were closed: the task app saw its clients leave.
+        wait_until(lambda: state.in_flight == 0, timeout=10, what="the task app to be idle")
     runs = seeds_of(job_id)
     assert {s for s, r in runs.items() if r.status == "succeeded"} == {0, 1, 2}
     assert {s for s, r in runs.items() if r.status == "cancelled"} == {3, 4, 5, 6, 7}

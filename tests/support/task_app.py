@@ -73,7 +73,10 @@ def task_app_create(*, delay_s: float = 0.0) -> tuple[FastAPI, TaskAppState]:
         try:
             await asyncio.sleep(float(config.get("delay_s", delay_s)))
             if seed in config.get("hang", []):
-                await asyncio.sleep(3600)
+                # Until the client goes away (a timeout or a cancel closes the connection).
+                while not await request.is_disconnected():
+                    await asyncio.sleep(0.05)
+                return PlainTextResponse("client left", status_code=499)
             if key in config.get("status_always", {}):
                 status = int(config["status_always"][key])
                 return PlainTextResponse(f"seed {seed} always fails", status_code=status)
