@@ -113,13 +113,15 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 _broker_dir = DATA_DIR / "broker"
 CELERY_BROKER_URL = envstr("CELERY_BROKER_URL") or envstr("REDIS_URL") or "filesystem://"
 if CELERY_BROKER_URL == "filesystem://":
-    for sub in ("queue", "processed"):
+    for sub in ("queue", "processed", "control"):
         (_broker_dir / sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_broker_dir / "queue"),
         "data_folder_out": str(_broker_dir / "queue"),
         "processed_folder": str(_broker_dir / "processed"),
         "store_processed": False,
+        # Exchange tables; kombu's default is ./control, inside whatever directory we run from.
+        "control_folder": str(_broker_dir / "control"),
     }
 elif not CELERY_BROKER_URL.startswith(("redis://", "rediss://", "amqp://", "sqla+")):
     raise ImproperlyConfigured(

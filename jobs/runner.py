@@ -63,6 +63,7 @@ class JobRunner:
         self.max_attempts = settings.EVALHUB_ROLLOUT_MAX_ATTEMPTS
         self._db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalhub-db")
         self.in_flight: dict[int, asyncio.Task] = {}
+        self._changed: asyncio.Event | None = None
 
     async def _db(self, fn, /, **kwargs: Any) -> Any:
         loop = asyncio.get_running_loop()
@@ -100,7 +101,11 @@ class JobRunner:
             self._db_thread.shutdown(wait=True)
 
     async def _work(self) -> None:
-        last_look = last_renew = 0.0
+        self._changed = asyncio.Event()
+        # Claim in batches when many rollouts are in flight: one claim per finished rollout
+        # would make the claim query the bottleneck of a fast task app.
+        batch = max(1, self.cap // 8)
+        last_look = last_renew = last_claim = 0.0
         while True:
             now = time.monotonic()
             if now - last_renew >= self.lease_s / 3:
@@ -113,13 +118,14 @@ class JobRunner:
                     await self._abort_all(cancelled=status == JobStatus.CANCELLED)
                     return
             free = self.cap - len(self.in_flight)
-            if free > 0:
+            if free >= batch or (free > 0 and now - last_claim >= POLL_S):
+                last_claim = now
                 claimed = await self._db(
                     services.seed_run_claim,
                     job_id=self.job_id, worker=self.worker, limit=free, lease_s=self.lease_s,
                 )  # fmt: skip
                 for seed_run in claimed:
-                    self.in_flight[seed_run.id] = asyncio.create_task(self._seed(seed_run))
+                    self._start(seed_run)
             if not self.in_flight:
                 if not await self._db(_job_has_pending, job_id=self.job_id):
                     # Nothing left for us; seeds other workers still hold end the job there.
@@ -127,18 +133,25 @@ class JobRunner:
                     return
                 await asyncio.sleep(POLL_S)  # backoff running, or the other workers use all slots
                 continue
-            done, _ = await asyncio.wait(
-                self.in_flight.values(), timeout=POLL_S, return_when=asyncio.FIRST_COMPLETED
-            )
-            for task in done:
-                self._forget(task)
+            self._changed.clear()
+            try:
+                await asyncio.wait_for(self._changed.wait(), timeout=POLL_S)
+            except TimeoutError:
+                pass
 
-    def _forget(self, task: asyncio.Task) -> None:
-        for seed_run_id, t in list(self.in_flight.items()):
-            if t is task:
-                del self.in_flight[seed_run_id]
-        if not task.cancelled() and task.exception() is not None:
-            log.error("job %s: a rollout task crashed", self.job_id, exc_info=task.exception())
+    def _start(self, seed_run: SeedRun) -> None:
+        task = asyncio.create_task(self._seed(seed_run))
+        self.in_flight[seed_run.id] = task
+
+        def finished(t: asyncio.Task) -> None:
+            if self.in_flight.get(seed_run.id) is t:
+                del self.in_flight[seed_run.id]
+            if not t.cancelled() and t.exception() is not None:
+                log.error("job %s: a rollout task crashed", self.job_id, exc_info=t.exception())
+            if self._changed is not None:
+                self._changed.set()
+
+        task.add_done_callback(finished)
 
     async def _renew(self) -> None:
         held = await self._db(
