@@ -208,10 +208,9 @@ class JobRunner:
         latency_ms = (time.perf_counter() - started) * 1000
 
         if error is None:
-            await self._db(
-                services.rollout_attempt_finish, attempt_id=attempt.id,
-                status=AttemptStatus.SUCCEEDED, http_status=outcome.http_status,
-                latency_ms=latency_ms,
+            end = services.AttemptEnd(
+                attempt_id=attempt.id, status=AttemptStatus.SUCCEEDED,
+                http_status=outcome.http_status, latency_ms=latency_ms,
             )  # fmt: skip
             result = services.SeedResult(
                 score=outcome.score,
@@ -225,18 +224,19 @@ class JobRunner:
             )
             await self._db(
                 services.seed_run_finish, seed_run_id=seed_run.id, worker=self.worker,
-                status=SeedStatus.SUCCEEDED, result=result,
+                status=SeedStatus.SUCCEEDED, result=result, attempt=end,
             )  # fmt: skip
             return
 
-        await self._db(
-            services.rollout_attempt_finish, attempt_id=attempt.id, status=AttemptStatus.FAILED,
-            http_status=error.http_status, error=error.message, latency_ms=latency_ms,
+        end = services.AttemptEnd(
+            attempt_id=attempt.id, status=AttemptStatus.FAILED, http_status=error.http_status,
+            error=error.message, latency_ms=latency_ms,
         )  # fmt: skip
         if error.transient and seed_run.attempts < self.max_attempts:
             await self._db(
                 services.seed_run_retry_later, seed_run_id=seed_run.id, worker=self.worker,
                 delay_s=backoff_delay(attempt=seed_run.attempts), error=error.message,
+                attempt=end,
             )  # fmt: skip
             return
         message = error.message
@@ -245,7 +245,7 @@ class JobRunner:
         await self._db(
             services.seed_run_finish, seed_run_id=seed_run.id, worker=self.worker,
             status=SeedStatus.FAILED,
-            result=services.SeedResult(error=message, latency_ms=latency_ms),
+            result=services.SeedResult(error=message, latency_ms=latency_ms), attempt=end,
         )  # fmt: skip
 
 

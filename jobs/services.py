@@ -146,6 +146,17 @@ class SeedResult:
     error: str | None = None
 
 
+@dataclass(frozen=True)
+class AttemptEnd:
+    """How a rollout attempt ended; written with the seed's update, in one transaction."""
+
+    attempt_id: int
+    status: str
+    http_status: int | None = None
+    error: str | None = None
+    latency_ms: float | None = None
+
+
 def job_start(*, job_id: str) -> EvalJob | None:
     """pending -> running. Returns the job if it is (now) running, None if it is over or gone."""
     now = timezone.now()
@@ -326,26 +337,29 @@ def rollout_attempt_start(*, seed_run: SeedRun, token_hash: str) -> RolloutAttem
     )
 
 
-def rollout_attempt_finish(
-    *,
-    attempt_id: int,
-    status: str,
-    http_status: int | None = None,
-    error: str | None = None,
-    latency_ms: float | None = None,
-) -> None:
-    RolloutAttempt.objects.filter(pk=attempt_id, status=AttemptStatus.RUNNING).update(
-        status=status,
-        http_status=http_status,
-        error=error,
-        latency_ms=latency_ms,
+def rollout_attempt_finish(*, end: AttemptEnd) -> None:
+    RolloutAttempt.objects.filter(pk=end.attempt_id, status=AttemptStatus.RUNNING).update(
+        status=end.status,
+        http_status=end.http_status,
+        error=end.error,
+        latency_ms=end.latency_ms,
         finished_at=timezone.now(),
     )
 
 
-def seed_run_finish(*, seed_run_id: int, worker: str, status: str, result: SeedResult) -> bool:
-    """Write the seed's one result, if `worker` still holds it; records the seed event."""
+def seed_run_finish(
+    *,
+    seed_run_id: int,
+    worker: str,
+    status: str,
+    result: SeedResult,
+    attempt: AttemptEnd | None = None,
+) -> bool:
+    """Write the seed's one result, if `worker` still holds it; records the seed event (and
+    how the attempt ended, which is recorded either way: it was spent)."""
     with transaction.atomic():
+        if attempt is not None:
+            rollout_attempt_finish(end=attempt)
         updated = SeedRun.objects.filter(
             pk=seed_run_id, status=SeedStatus.RUNNING, lease_owner=worker
         ).update(
@@ -368,12 +382,21 @@ def seed_run_finish(*, seed_run_id: int, worker: str, status: str, result: SeedR
     return bool(updated)
 
 
-def seed_run_retry_later(*, seed_run_id: int, worker: str, delay_s: float, error: str) -> bool:
+def seed_run_retry_later(
+    *,
+    seed_run_id: int,
+    worker: str,
+    delay_s: float,
+    error: str,
+    attempt: AttemptEnd | None = None,
+) -> bool:
     """Give the seed back (pending) after a transient failure; no worker may start it before
     `delay_s` seconds have passed."""
     now = timezone.now()
-    return bool(
-        SeedRun.objects.filter(
+    with transaction.atomic():
+        if attempt is not None:
+            rollout_attempt_finish(end=attempt)
+        updated = SeedRun.objects.filter(
             pk=seed_run_id, status=SeedStatus.RUNNING, lease_owner=worker
         ).update(
             status=SeedStatus.PENDING,
@@ -382,7 +405,7 @@ def seed_run_retry_later(*, seed_run_id: int, worker: str, delay_s: float, error
             lease_owner="",
             lease_expires_at=None,
         )
-    )
+    return bool(updated)
 
 
 def seed_runs_cancel(*, seed_run_ids: list[int], worker: str) -> int:
