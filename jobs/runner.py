@@ -12,6 +12,7 @@ Django's ORM is synchronous: every database call runs on one thread of the runne
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import os
@@ -55,6 +56,35 @@ def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
 
 
+class ClientPool:
+    """Several small httpx clients instead of one with a large pool: httpcore scans every
+    connection of its pool on each request, which made one client with hundreds of
+    connections the worker's bottleneck. A rollout uses the least busy client, so no client
+    ever has more than `per_client` requests and none waits for a connection."""
+
+    def __init__(self, *, size: int, per_client: int = 8):
+        timeout = httpx.Timeout(None, connect=settings.EVALHUB_TASK_APP_CONNECT_TIMEOUT_S)
+        limits = httpx.Limits(max_connections=per_client, max_keepalive_connections=per_client)
+        count = max(1, -(-size // per_client))
+        self.clients = [httpx.AsyncClient(timeout=timeout, limits=limits) for _ in range(count)]
+        self.busy = [0] * count
+
+    async def __aenter__(self) -> ClientPool:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await asyncio.gather(*(c.aclose() for c in self.clients), return_exceptions=True)
+
+    @contextlib.asynccontextmanager
+    async def lease(self):
+        index = min(range(len(self.clients)), key=self.busy.__getitem__)
+        self.busy[index] += 1
+        try:
+            yield self.clients[index]
+        finally:
+            self.busy[index] -= 1
+
+
 class JobRunner:
     def __init__(self, *, job_id: str):
         self.job_id = job_id
@@ -79,12 +109,9 @@ class JobRunner:
                 crypto.decrypt(job.task_app_api_key_encrypted) if job.has_task_app_api_key else None
             )
             self.cap = min(job.max_concurrent, settings.EVALHUB_RUNNER_MAX_INFLIGHT)
-            timeout = httpx.Timeout(None, connect=settings.EVALHUB_TASK_APP_CONNECT_TIMEOUT_S)
-            limits = httpx.Limits(
-                max_connections=self.cap + 1, max_keepalive_connections=self.cap + 1
-            )
-            async with httpx.AsyncClient(timeout=timeout, limits=limits) as client:
-                self.client = client
+            async with ClientPool(size=self.cap) as clients:
+                self.clients = clients
+                client = clients.clients[0]
                 if job.status == JobStatus.PENDING:
                     error = await taskapp.task_app_probe(
                         client, base_url=job.task_app_url, api_key=self.api_key
@@ -195,9 +222,9 @@ class JobRunner:
         started = time.perf_counter()
         error: taskapp.TaskAppError | None = None
         try:
-            async with asyncio.timeout(job.timeout_s):
+            async with asyncio.timeout(job.timeout_s), self.clients.lease() as client:
                 outcome = await taskapp.rollout_post(
-                    self.client, base_url=job.task_app_url, api_key=self.api_key, body=body
+                    client, base_url=job.task_app_url, api_key=self.api_key, body=body
                 )
         except TimeoutError:
             error = taskapp.TaskAppError(
