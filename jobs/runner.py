@@ -105,9 +105,17 @@ class JobRunner:
             if job is None or job.is_terminal:
                 return
             self.job = job
-            self.api_key = (
-                crypto.decrypt(job.task_app_api_key_encrypted) if job.has_task_app_api_key else None
-            )
+            try:
+                self.api_key = (
+                    crypto.decrypt(job.task_app_api_key_encrypted)
+                    if job.has_task_app_api_key
+                    else None
+                )
+            except ValueError as exc:  # SECRET_KEY changed since the job was created
+                await self._db(
+                    services.job_fail, job_id=self.job_id, error=f"task_app_api_key: {exc}"
+                )
+                return
             self.cap = min(job.max_concurrent, settings.EVALHUB_RUNNER_MAX_INFLIGHT)
             async with ClientPool(size=self.cap) as clients:
                 self.clients = clients
@@ -232,6 +240,9 @@ class JobRunner:
             )
         except taskapp.TaskAppError as exc:
             error = exc
+        if error is not None:
+            # A task app may echo what it was sent: keep the key and the token out of errors.
+            error.message = _redact(error.message, self.api_key, token)
         latency_ms = (time.perf_counter() - started) * 1000
 
         if error is None:
@@ -274,6 +285,13 @@ class JobRunner:
             status=SeedStatus.FAILED,
             result=services.SeedResult(error=message, latency_ms=latency_ms), attempt=end,
         )  # fmt: skip
+
+
+def _redact(text: str, *secrets_: str | None) -> str:
+    for secret in secrets_:
+        if secret:
+            text = text.replace(secret, "[redacted]")
+    return text
 
 
 def _job_load(*, job_id: str) -> EvalJob | None:

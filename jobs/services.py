@@ -204,7 +204,7 @@ def job_finish_if_done(*, job_id: str) -> str | None:
     from jobs import selectors
 
     with transaction.atomic():
-        job = EvalJob.objects.select_for_update().filter(pk=job_id).first()
+        job = EvalJob.objects.select_for_update(no_key=True).filter(pk=job_id).first()
         if job is None or job.status != JobStatus.RUNNING:
             return None
         open_seeds = SeedRun.objects.filter(
@@ -248,7 +248,9 @@ def seed_run_claim(*, job_id: str, worker: str, limit: int, lease_s: float) -> l
     with transaction.atomic():
         # The job row lock serializes claims on one job across workers (PostgreSQL); SQLite
         # takes its write lock when the transaction begins (transaction_mode IMMEDIATE).
-        job = EvalJob.objects.select_for_update().filter(pk=job_id).first()
+        # NO KEY: inserting an event takes a key-share lock on the job row, which must not
+        # wait for a claim (a claim may wait for that event's seed row: a deadlock).
+        job = EvalJob.objects.select_for_update(no_key=True).filter(pk=job_id).first()
         if job is None or job.status != JobStatus.RUNNING:
             return []
         seeds = SeedRun.objects.filter(job_id=job_id)

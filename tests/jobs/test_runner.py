@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from jobs.models import EvalJob, JobEvent, RolloutAttempt, SeedRun
@@ -310,3 +312,52 @@ def test_any_http_answer_to_the_health_probe_means_the_task_app_is_there(
         worker_factory(**FAST)
         job = job_wait(job_create(client_alice, url, seeds=[0]))
     assert job.status == "completed"
+
+
+def test_errors_never_carry_the_task_app_key_or_the_interceptor_token(client_alice, worker_factory):
+    app, state = task_app_create()
+    with serve_asgi(app) as url:
+        worker_factory(**FAST)
+        job_id = job_create(
+            client_alice, url, seeds=[0, 1],
+            env_config={"status_always": {"0": 400, "1": 500}, "echo_secrets": True},
+        )  # fmt: skip
+        job_wait(job_id)
+    token = state.requests[0]["policy"]["config"]["inference_url"].rsplit("/", 1)[1]
+    errors = [sr.error for sr in SeedRun.objects.filter(job_id=job_id)]
+    errors += [a.error for a in RolloutAttempt.objects.filter(seed_run__job_id=job_id)]
+    errors += [json.dumps(e.data) for e in events_of(job_id)]
+    assert all("key=[redacted]" in e for e in errors[:2])
+    for text in errors:
+        assert "task-key-123" not in text and token not in text
+    assert "task-key-123" not in client_alice.get(f"{JOBS}/{job_id}/results").content.decode()
+
+
+def test_the_inference_url_works_as_an_openai_base_url_of_this_attempt(
+    client_alice, worker_factory
+):
+    """The interceptor itself lives elsewhere; a stand-in at EVALHUB_PUBLIC_URL shows that
+    a task app appending /chat/completions reaches it with the token of its attempt."""
+    from fastapi import FastAPI
+
+    seen: list[str] = []
+    interceptor = FastAPI()
+
+    @interceptor.post("/api/interceptor/v1/{token}/chat/completions")
+    async def chat(token: str) -> dict:
+        seen.append(token)
+        return {"choices": [{"message": {"role": "assistant", "content": "4"}}]}
+
+    app, state = task_app_create()
+    with serve_asgi(interceptor) as public_url, serve_asgi(app) as url:
+        worker_factory(EVALHUB_PUBLIC_URL=public_url, **FAST)
+        job_id = job_create(client_alice, url, seeds=[0, 1], env_config={"call_llm": True})
+        job = job_wait(job_id)
+    assert job.status == "completed"
+    from traces.tokens import token_hash
+
+    hashes = set(
+        RolloutAttempt.objects.filter(seed_run__job_id=job_id).values_list("token_hash", flat=True)
+    )
+    assert {token_hash(t) for t in seen} == hashes and len(hashes) == 2
+    assert all(answer["status"] == 200 for answer in state.llm_answers)

@@ -9,7 +9,8 @@ JSON objects have string keys):
 - `hang: [7]`: never answers seed 7 (until the client goes away);
 - `garbage: {"8": "not_json" | "no_metrics" | "wrong_types" | "list"}`: a malformed answer;
 - `score_field: "reward_mean"`: report the score only in that metrics field;
-- `call_llm: true`: one chat completion through `policy.config.inference_url` per rollout.
+- `call_llm: true`: one chat completion through `policy.config.inference_url` per rollout;
+- `echo_secrets: true`: the `status_always` answers repeat the key and the inference URL.
 
 It records every request and its own maximum number of rollouts in flight (`state`).
 """
@@ -79,6 +80,9 @@ def task_app_create(*, delay_s: float = 0.0) -> tuple[FastAPI, TaskAppState]:
                 return PlainTextResponse("client left", status_code=499)
             if key in config.get("status_always", {}):
                 status = int(config["status_always"][key])
+                if config.get("echo_secrets"):  # a careless task app repeating what it got
+                    echoed = f"key={request.headers.get('x-api-key')} url={body['policy']['config']['inference_url']}"
+                    return PlainTextResponse(echoed, status_code=status)
                 return PlainTextResponse(f"seed {seed} always fails", status_code=status)
             if calls <= int(config.get("fail_times", {}).get(key, 0)):
                 return PlainTextResponse("busy, try again", status_code=503)
