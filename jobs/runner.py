@@ -142,6 +142,8 @@ class JobRunner:
         batch = max(1, self.cap // 8)
         last_look = last_renew = last_claim = 0.0
         while True:
+            # Cleared before looking, so a rollout ending while we look wakes the wait below.
+            self._changed.clear()
             now = time.monotonic()
             if now - last_renew >= self.lease_s / 3:
                 await self._renew()
@@ -168,7 +170,6 @@ class JobRunner:
                     return
                 await asyncio.sleep(POLL_S)  # backoff running, or the other workers use all slots
                 continue
-            self._changed.clear()
             try:
                 await asyncio.wait_for(self._changed.wait(), timeout=POLL_S)
             except TimeoutError:
