@@ -361,3 +361,20 @@ def test_the_inference_url_works_as_an_openai_base_url_of_this_attempt(
     )
     assert {token_hash(t) for t in seen} == hashes and len(hashes) == 2
     assert all(answer["status"] == 200 for answer in state.llm_answers)
+
+
+def test_a_job_whose_message_was_lost_is_handed_out_again_by_the_scheduler(
+    client_alice, worker_factory
+):
+    """As after a broker restart without persistence: the job's message is gone."""
+    from evalhub.celery import app as celery_app
+
+    app, state = task_app_create()
+    with serve_asgi(app) as url:
+        job_id = job_create(client_alice, url, seeds=[0, 1, 2])
+        assert celery_app.control.purge() >= 1
+        worker_factory(beat=True, EVALHUB_LEASE_S="1", EVALHUB_REDISPATCH_INTERVAL_S="0.5", **FAST)
+        job = job_wait(job_id)
+    assert job.status == "completed"
+    assert state.seeds_called() == {0: 1, 1: 1, 2: 1}
+    assert EvalJob.objects.get(pk=job_id).dispatched_at is not None
