@@ -189,6 +189,10 @@ EVALHUB_TASK_APP_CONNECT_TIMEOUT_S = envfloat(
 # Most rollouts one job task holds in flight in one worker process (the job's max_concurrent
 # bounds the total over all workers).
 EVALHUB_RUNNER_MAX_INFLIGHT = envint("EVALHUB_RUNNER_MAX_INFLIGHT", 1000, minimum=1)
+# How many job tasks a new job gets: with more than one, several worker processes (or
+# machines) run its rollouts side by side, still within its max_concurrent. Useful when jobs
+# ask for more rollouts in flight than EVALHUB_RUNNER_MAX_INFLIGHT lets one process hold.
+EVALHUB_JOB_FANOUT = envint("EVALHUB_JOB_FANOUT", 1, minimum=1, maximum=64)
 # How often Celery beat looks for jobs nobody works on (a killed worker, a lost message).
 EVALHUB_REDISPATCH_INTERVAL_S = envfloat("EVALHUB_REDISPATCH_INTERVAL_S", 15.0, minimum=0.2)
 CELERY_BEAT_SCHEDULE = {

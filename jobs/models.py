@@ -163,6 +163,8 @@ class RolloutAttempt(models.Model):
     # SHA-256 of the interceptor token; the token itself lives only in the inference URL.
     token_hash = models.CharField(max_length=64, unique=True)
     status = models.CharField(max_length=16, default="running")
+    # The runner that made the attempt (host:pid:id), for finding its logs.
+    worker = models.CharField(max_length=128, blank=True, default="")
     http_status = models.PositiveIntegerField(null=True, blank=True)
     error = models.TextField(null=True, blank=True)
     started_at = models.DateTimeField()

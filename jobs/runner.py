@@ -215,7 +215,10 @@ class JobRunner:
         job = self.job
         token = tokens.token_new()
         attempt = await self._db(
-            services.rollout_attempt_start, seed_run=seed_run, token_hash=tokens.token_hash(token)
+            services.rollout_attempt_start,
+            seed_run=seed_run,
+            token_hash=tokens.token_hash(token),
+            worker=self.worker,
         )
         body = taskapp.rollout_request_build(
             run_id=attempt.run_id,

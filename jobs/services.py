@@ -83,7 +83,9 @@ def _dispatch(job_id: str) -> None:
     # Imported here: tasks import services, and the Celery app needs Django set up first.
     from jobs.tasks import job_run
 
-    job_run.delay(job_id)
+    # One message per runner wanted: several workers share a big job by claiming from its rows.
+    for _ in range(settings.EVALHUB_JOB_FANOUT):
+        job_run.delay(job_id)
 
 
 def job_cancel(*, job: EvalJob) -> EvalJob:
@@ -327,10 +329,13 @@ def seed_run_lease_renew(*, seed_run_ids: list[int], worker: str, lease_s: float
     return set(held.values_list("id", flat=True))
 
 
-def rollout_attempt_start(*, seed_run: SeedRun, token_hash: str) -> RolloutAttempt:
+def rollout_attempt_start(
+    *, seed_run: SeedRun, token_hash: str, worker: str = ""
+) -> RolloutAttempt:
     """Record the start of attempt number `seed_run.attempts` with a fresh run id."""
     return RolloutAttempt.objects.create(
         seed_run=seed_run,
+        worker=worker,
         number=seed_run.attempts,
         run_id=f"run-{secrets.token_hex(12)}",
         token_hash=token_hash,

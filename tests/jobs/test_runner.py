@@ -378,3 +378,26 @@ def test_a_job_whose_message_was_lost_is_handed_out_again_by_the_scheduler(
     assert job.status == "completed"
     assert state.seeds_called() == {0: 1, 1: 1, 2: 1}
     assert EvalJob.objects.get(pk=job_id).dispatched_at is not None
+
+
+def test_a_job_larger_than_one_runner_is_shared_by_two_worker_processes(
+    client_alice, worker_factory, settings
+):
+    settings.EVALHUB_JOB_FANOUT = 2
+    app, state = task_app_create(delay_s=0.3)
+    seeds = list(range(16))
+    env = {"EVALHUB_RUNNER_MAX_INFLIGHT": "2", **FAST}  # each process holds at most 2
+    with serve_asgi(app) as url:
+        workers = [worker_factory(concurrency=1, **env), worker_factory(concurrency=1, **env)]
+        job_id = job_create(client_alice, url, seeds=seeds, max_concurrent=4)
+        job = job_wait(job_id)
+    assert job.status == "completed"
+    assert state.seeds_called() == {s: 1 for s in seeds}
+    assert state.max_in_flight == 4
+    pids = {
+        w.split(":")[1]
+        for w in RolloutAttempt.objects.filter(seed_run__job_id=job_id).values_list(
+            "worker", flat=True
+        )
+    }
+    assert pids == {str(w.proc.pid) for w in workers}
