@@ -16,6 +16,9 @@ $(VENV)/.installed-run: pyproject.toml | $(VENV)/bin/python
 
 $(VENV)/.installed-dev: pyproject.toml | $(VENV)/bin/python
 	$(PY) -m pip install -q -e '.[dev]'
+	# synth-ai's clients are tested against evalhub. Its declared dependencies (dspy, datasets,
+	# torch-sized extras) are far more than its eval clients import: install it alone; the dev
+	# extra lists what those imports need.
 	$(PY) -m pip install -q --no-deps synth-ai==0.4.4
 	touch $@ $(VENV)/.installed-run
 

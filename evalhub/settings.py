@@ -178,6 +178,33 @@ EVALHUB_MAX_REQUEST_BYTES = envint("EVALHUB_MAX_REQUEST_BYTES", 10 * 1024 * 1024
 DATA_UPLOAD_MAX_MEMORY_SIZE = EVALHUB_MAX_REQUEST_BYTES
 EVALHUB_ROLLOUT_MAX_ATTEMPTS = envint("EVALHUB_ROLLOUT_MAX_ATTEMPTS", 3, minimum=1, maximum=20)
 
+# --- Workers ---------------------------------------------------------------------------------
+# A worker holds a seed run for EVALHUB_LEASE_S seconds and renews the lease while it works; a
+# seed whose lease expired (its worker died) is claimed again by another worker.
+EVALHUB_LEASE_S = envfloat("EVALHUB_LEASE_S", 60.0, minimum=1.0)
+# Backoff before retrying a transient task-app failure: base * 2^(attempt-1), full jitter, capped.
+EVALHUB_ROLLOUT_BACKOFF_S = envfloat("EVALHUB_ROLLOUT_BACKOFF_S", 1.0, minimum=0.0)
+EVALHUB_ROLLOUT_BACKOFF_MAX_S = envfloat("EVALHUB_ROLLOUT_BACKOFF_MAX_S", 60.0, minimum=0.0)
+EVALHUB_TASK_APP_CONNECT_TIMEOUT_S = envfloat(
+    "EVALHUB_TASK_APP_CONNECT_TIMEOUT_S", 10.0, minimum=0.1
+)
+# Most rollouts one job task holds in flight in one worker process (the job's max_concurrent
+# bounds the total over all workers).
+EVALHUB_RUNNER_MAX_INFLIGHT = envint("EVALHUB_RUNNER_MAX_INFLIGHT", 1000, minimum=1)
+# How many job tasks a new job gets: with more than one, several worker processes (or
+# machines) run its rollouts side by side, still within its max_concurrent. Useful when jobs
+# ask for more rollouts in flight than EVALHUB_RUNNER_MAX_INFLIGHT lets one process hold.
+EVALHUB_JOB_FANOUT = envint("EVALHUB_JOB_FANOUT", 1, minimum=1, maximum=64)
+# How often Celery beat looks for jobs nobody works on (a killed worker, a lost message).
+EVALHUB_REDISPATCH_INTERVAL_S = envfloat("EVALHUB_REDISPATCH_INTERVAL_S", 15.0, minimum=0.2)
+CELERY_BEAT_SCHEDULE = {
+    "evalhub-jobs-redispatch": {
+        "task": "jobs.jobs_redispatch",
+        "schedule": EVALHUB_REDISPATCH_INTERVAL_S,
+        "options": {"expires": EVALHUB_REDISPATCH_INTERVAL_S},
+    },
+}
+
 # --- Auth, API --------------------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

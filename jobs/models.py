@@ -77,6 +77,10 @@ class EvalJob(models.Model):
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     # Storage name of the finished traces zip, once built.
     traces_zip_name = models.CharField(max_length=512, blank=True, default="")
+    # Last sign of life of a runner working on the job, and the last time the job was handed to
+    # the workers: the periodic re-dispatch uses both to find jobs nobody is working on.
+    runner_seen_at = models.DateTimeField(null=True, blank=True)
+    dispatched_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -140,6 +144,16 @@ class SeedRun(models.Model):
         return f"{self.job_id}#{self.seed}"
 
 
+class AttemptStatus(models.TextChoices):
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    # The task app failed this attempt (the seed may be tried again: see the seed run).
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    # Its worker stopped (lease expired) before the attempt ended.
+    ABANDONED = "abandoned"
+
+
 class RolloutAttempt(models.Model):
     """One POST /rollout for a seed. Each attempt has its own run id and interceptor token."""
 
@@ -149,6 +163,8 @@ class RolloutAttempt(models.Model):
     # SHA-256 of the interceptor token; the token itself lives only in the inference URL.
     token_hash = models.CharField(max_length=64, unique=True)
     status = models.CharField(max_length=16, default="running")
+    # The runner that made the attempt (host:pid:id), for finding its logs.
+    worker = models.CharField(max_length=128, blank=True, default="")
     http_status = models.PositiveIntegerField(null=True, blank=True)
     error = models.TextField(null=True, blank=True)
     started_at = models.DateTimeField()

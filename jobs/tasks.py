@@ -1,10 +1,32 @@
-"""Celery tasks: they take ids, load rows, call services."""
+"""Celery tasks: they take ids, load rows, call services.
+
+Bound to evalhub's own Celery app (not `shared_task`): a library that creates its own Celery
+app in the same process would otherwise become the "current" app and receive our messages.
+"""
 
 from __future__ import annotations
 
-from celery import shared_task
+import logging
+
+from evalhub.celery import app
+
+log = logging.getLogger(__name__)
 
 
-@shared_task(name="jobs.job_run")
+@app.task(name="jobs.job_run")
 def job_run(job_id: str) -> None:
-    """Work on the job's pending seed runs (see jobs.runner)."""
+    """Work on the job's seed runs until none is left to claim (see jobs.runner). Safe to
+    deliver twice: seeds are claimed atomically, so a second run shares the work."""
+    from jobs import runner
+
+    runner.job_run(job_id=job_id)
+
+
+@app.task(name="jobs.jobs_redispatch")
+def jobs_redispatch() -> None:
+    """Periodic (Celery beat): hand out again the jobs nobody is working on."""
+    from jobs import services
+
+    for job_id in services.jobs_redispatch():
+        log.info("job %s: no live runner, dispatching it again", job_id)
+        job_run.delay(job_id)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from jobs import api
+from jobs import api, sse
 
 urlpatterns = [
     path("eval/jobs", api.JobListCreateView.as_view(), name="job-list"),
@@ -10,4 +10,5 @@ urlpatterns = [
     path("eval/jobs/<str:job_id>/seeds/<str:seed>", api.SeedTraceView.as_view(), name="job-seed"),
     path("eval/jobs/<str:job_id>/cancel", api.JobCancelView.as_view(), name="job-cancel"),
     path("eval/jobs/<str:job_id>/events", api.JobEventsView.as_view(), name="job-events"),
+    path("eval/jobs/<str:job_id>/events/stream", sse.job_events_stream, name="job-events-stream"),
 ]

@@ -59,9 +59,10 @@ def worker_factory(transactional_db, celery_queue):
 
 
 @pytest.fixture
-def web_server(transactional_db):
-    """evalhub's ASGI app in a uvicorn process on a loopback port; yields its base URL."""
-    web, base = servers.start_web()
+def web_server(transactional_db, celery_queue):
+    """evalhub's ASGI app in a uvicorn process on a loopback port; yields its base URL.
+    Jobs it creates go to this session's queue, where the test workers listen."""
+    web, base = servers.start_web(EVALHUB_CELERY_QUEUE=celery_queue)
     yield base
     web.stop()
 

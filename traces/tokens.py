@@ -1,7 +1,8 @@
-"""Interceptor tokens: the unguessable secret in a rollout attempt's inference URL.
+"""Interceptor tokens: one per rollout attempt, in the inference URL handed to the task app.
 
-Only the token's SHA-256 is stored (`RolloutAttempt.token_hash`); the token itself lives in the
-URL handed to the task app and nowhere else.
+The worker makes a token for each attempt and stores only its SHA-256 on the `RolloutAttempt`
+(`token_hash`); the interceptor hashes the token found in the URL path to find the attempt.
+Both sides import these three functions, so the URL shape and the hash live in one place.
 """
 
 from __future__ import annotations
@@ -11,15 +12,20 @@ import secrets
 
 from django.conf import settings
 
+INTERCEPTOR_PATH = "/api/interceptor/v1/"
+
 
 def token_new() -> str:
+    """An unguessable URL-safe token (256 bits)."""
     return secrets.token_urlsafe(32)
 
 
 def token_hash(token: str) -> str:
+    """What is stored and looked up: the SHA-256 hex digest of the token."""
     return hashlib.sha256(token.encode()).hexdigest()
 
 
 def inference_url(token: str) -> str:
-    """The OpenAI base URL a task app is told to use; it appends `/chat/completions`."""
-    return f"{settings.EVALHUB_PUBLIC_URL}/api/interceptor/v1/{token}"
+    """The OpenAI base URL a task app is told to use for this attempt; clients append
+    `/chat/completions` to it."""
+    return f"{settings.EVALHUB_PUBLIC_URL}{INTERCEPTOR_PATH}{token}"

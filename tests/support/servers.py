@@ -115,7 +115,7 @@ class ChildProcess:
 
 
 def start_worker(
-    *, queue: str, concurrency: int = 4, name: str = "worker", **env: str
+    *, queue: str, concurrency: int = 4, name: str = "worker", beat: bool = False, **env: str
 ) -> ChildProcess:
     argv = [
         sys.executable, "-m", "celery", "-A", "evalhub", "worker",
@@ -123,6 +123,10 @@ def start_worker(
         "--pool", "threads", "--concurrency", str(concurrency),
         "--loglevel", "INFO", "--without-gossip", "--without-mingle", "--without-heartbeat",
     ]  # fmt: skip
+    if beat:  # the periodic scheduler too, with a schedule file of its own
+        schedule = Path(settings.DATA_DIR) / "test-logs" / f"beat-{time.time_ns()}"
+        schedule.parent.mkdir(parents=True, exist_ok=True)
+        argv += ["--beat", "--schedule", str(schedule)]
     worker = ChildProcess(name, argv, child_env(EVALHUB_CELERY_QUEUE=queue, **env))
     wait_until(
         lambda: "ready" in worker.log() or worker.proc.poll() is not None,

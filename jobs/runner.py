@@ -1,0 +1,310 @@
+"""Running a job: many rollouts in flight inside one Celery task, with asyncio and httpx.
+
+The database is the source of truth: the runner claims seed runs under a lease (never more
+than the job's `max_concurrent` over all workers), renews the leases while it works, writes
+each result only if it still holds the seed, and gives transiently failed seeds back with a
+backoff so any worker may take the next attempt. It stops when nothing is left to claim.
+
+Django's ORM is synchronous: every database call runs on one thread of the runner's own
+(`_db`), whose connections are closed when the runner ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import os
+import random
+import secrets
+import socket
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+from django.conf import settings
+from django.db import connections
+
+from evalhub import crypto
+from jobs import services, taskapp
+from jobs.models import AttemptStatus, EvalJob, JobStatus, SeedRun, SeedStatus
+from traces import tokens
+
+log = logging.getLogger(__name__)
+
+# How often the runner looks at the job's status (a cancel is noticed within this).
+POLL_S = 0.5
+
+
+def job_run(*, job_id: str) -> None:
+    """Entry point of the Celery task: run the job's seeds until none is left to claim."""
+    asyncio.run(JobRunner(job_id=job_id).run())
+
+
+def backoff_delay(*, attempt: int) -> float:
+    """Exponential backoff with full jitter before attempt `attempt + 1`."""
+    ceiling = min(
+        settings.EVALHUB_ROLLOUT_BACKOFF_MAX_S,
+        settings.EVALHUB_ROLLOUT_BACKOFF_S * 2 ** max(0, attempt - 1),
+    )
+    return random.uniform(0, ceiling)
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+
+
+class ClientPool:
+    """Several small httpx clients instead of one with a large pool: httpcore scans every
+    connection of its pool on each request, which made one client with hundreds of
+    connections the worker's bottleneck. A rollout uses the least busy client, so no client
+    ever has more than `per_client` requests and none waits for a connection."""
+
+    def __init__(self, *, size: int, per_client: int = 8):
+        timeout = httpx.Timeout(None, connect=settings.EVALHUB_TASK_APP_CONNECT_TIMEOUT_S)
+        limits = httpx.Limits(max_connections=per_client, max_keepalive_connections=per_client)
+        count = max(1, -(-size // per_client))
+        self.clients = [httpx.AsyncClient(timeout=timeout, limits=limits) for _ in range(count)]
+        self.busy = [0] * count
+
+    async def __aenter__(self) -> ClientPool:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await asyncio.gather(*(c.aclose() for c in self.clients), return_exceptions=True)
+
+    @contextlib.asynccontextmanager
+    async def lease(self):
+        index = min(range(len(self.clients)), key=self.busy.__getitem__)
+        self.busy[index] += 1
+        try:
+            yield self.clients[index]
+        finally:
+            self.busy[index] -= 1
+
+
+class JobRunner:
+    def __init__(self, *, job_id: str):
+        self.job_id = job_id
+        self.worker = worker_name()
+        self.lease_s = settings.EVALHUB_LEASE_S
+        self.max_attempts = settings.EVALHUB_ROLLOUT_MAX_ATTEMPTS
+        self._db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalhub-db")
+        self.in_flight: dict[int, asyncio.Task] = {}
+        self._changed: asyncio.Event | None = None
+
+    async def _db(self, fn, /, **kwargs: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._db_thread, functools.partial(fn, **kwargs))
+
+    async def run(self) -> None:
+        try:
+            job = await self._db(_job_load, job_id=self.job_id)
+            if job is None or job.is_terminal:
+                return
+            self.job = job
+            try:
+                self.api_key = (
+                    crypto.decrypt(job.task_app_api_key_encrypted)
+                    if job.has_task_app_api_key
+                    else None
+                )
+            except ValueError as exc:  # SECRET_KEY changed since the job was created
+                await self._db(
+                    services.job_fail, job_id=self.job_id, error=f"task_app_api_key: {exc}"
+                )
+                return
+            self.cap = min(job.max_concurrent, settings.EVALHUB_RUNNER_MAX_INFLIGHT)
+            async with ClientPool(size=self.cap) as clients:
+                self.clients = clients
+                client = clients.clients[0]
+                if job.status == JobStatus.PENDING:
+                    error = await taskapp.task_app_probe(
+                        client, base_url=job.task_app_url, api_key=self.api_key
+                    )
+                    if error:
+                        log.warning("job %s: %s", self.job_id, error)
+                        await self._db(services.job_fail, job_id=self.job_id, error=error)
+                        return
+                    if await self._db(services.job_start, job_id=self.job_id) is None:
+                        return
+                await self._work()
+        finally:
+            await self._db(connections.close_all)
+            self._db_thread.shutdown(wait=True)
+
+    async def _work(self) -> None:
+        self._changed = asyncio.Event()
+        # Claim in batches when many rollouts are in flight: one claim per finished rollout
+        # would make the claim query the bottleneck of a fast task app.
+        batch = max(1, self.cap // 8)
+        last_look = last_renew = last_claim = 0.0
+        while True:
+            # Cleared before looking, so a rollout ending while we look wakes the wait below.
+            self._changed.clear()
+            now = time.monotonic()
+            if now - last_renew >= self.lease_s / 3:
+                await self._renew()
+                last_renew = now
+            if now - last_look >= POLL_S:
+                last_look = now
+                status = await self._db(_job_status, job_id=self.job_id)
+                if status != JobStatus.RUNNING:
+                    await self._abort_all(cancelled=status == JobStatus.CANCELLED)
+                    return
+            free = self.cap - len(self.in_flight)
+            if free >= batch or (free > 0 and now - last_claim >= POLL_S):
+                last_claim = now
+                claimed = await self._db(
+                    services.seed_run_claim,
+                    job_id=self.job_id, worker=self.worker, limit=free, lease_s=self.lease_s,
+                )  # fmt: skip
+                for seed_run in claimed:
+                    self._start(seed_run)
+            if not self.in_flight:
+                if not await self._db(_job_has_pending, job_id=self.job_id):
+                    # Nothing left for us; seeds other workers still hold end the job there.
+                    await self._db(services.job_finish_if_done, job_id=self.job_id)
+                    return
+                await asyncio.sleep(POLL_S)  # backoff running, or the other workers use all slots
+                continue
+            try:
+                await asyncio.wait_for(self._changed.wait(), timeout=POLL_S)
+            except TimeoutError:
+                pass
+
+    def _start(self, seed_run: SeedRun) -> None:
+        task = asyncio.create_task(self._seed(seed_run))
+        self.in_flight[seed_run.id] = task
+
+        def finished(t: asyncio.Task) -> None:
+            if self.in_flight.get(seed_run.id) is t:
+                del self.in_flight[seed_run.id]
+            if not t.cancelled() and t.exception() is not None:
+                log.error("job %s: a rollout task crashed", self.job_id, exc_info=t.exception())
+            if self._changed is not None:
+                self._changed.set()
+
+        task.add_done_callback(finished)
+
+    async def _renew(self) -> None:
+        held = await self._db(
+            services.seed_run_lease_renew,
+            seed_run_ids=list(self.in_flight), worker=self.worker, lease_s=self.lease_s,
+        )  # fmt: skip
+        await self._db(services.job_heartbeat, job_id=self.job_id)
+        for seed_run_id in set(self.in_flight) - held:
+            # Taken over after our lease ran out, or cancelled: its result is not ours to write.
+            self.in_flight.pop(seed_run_id).cancel()
+
+    async def _abort_all(self, *, cancelled: bool) -> None:
+        tasks = dict(self.in_flight)
+        self.in_flight.clear()
+        for task in tasks.values():
+            task.cancel()
+        await asyncio.gather(*tasks.values(), return_exceptions=True)
+        if tasks and cancelled:
+            n = await self._db(
+                services.seed_runs_cancel, seed_run_ids=list(tasks), worker=self.worker
+            )
+            log.info("job %s cancelled: aborted %d rollouts", self.job_id, n)
+
+    async def _seed(self, seed_run: SeedRun) -> None:
+        job = self.job
+        token = tokens.token_new()
+        attempt = await self._db(
+            services.rollout_attempt_start,
+            seed_run=seed_run,
+            token_hash=tokens.token_hash(token),
+            worker=self.worker,
+        )
+        body = taskapp.rollout_request_build(
+            run_id=attempt.run_id,
+            seed=seed_run.seed,
+            env_name=job.env_name,
+            env_config=job.env_config,
+            policy=job.policy,
+            inference_url=tokens.inference_url(token),
+            trace_correlation_id=attempt.run_id,
+            mode=job.mode,
+            timeout_s=job.timeout_s,
+        )
+        started = time.perf_counter()
+        error: taskapp.TaskAppError | None = None
+        try:
+            async with asyncio.timeout(job.timeout_s), self.clients.lease() as client:
+                outcome = await taskapp.rollout_post(
+                    client, base_url=job.task_app_url, api_key=self.api_key, body=body
+                )
+        except TimeoutError:
+            error = taskapp.TaskAppError(
+                f"rollout timed out after {job.timeout_s:g}s", transient=False
+            )
+        except taskapp.TaskAppError as exc:
+            error = exc
+        if error is not None:
+            # A task app may echo what it was sent: keep the key and the token out of errors.
+            error.message = _redact(error.message, self.api_key, token)
+        latency_ms = (time.perf_counter() - started) * 1000
+
+        if error is None:
+            end = services.AttemptEnd(
+                attempt_id=attempt.id, status=AttemptStatus.SUCCEEDED,
+                http_status=outcome.http_status, latency_ms=latency_ms,
+            )  # fmt: skip
+            result = services.SeedResult(
+                score=outcome.score,
+                reward_mean=outcome.reward_mean,
+                outcome_score=outcome.outcome_score,
+                events_score=outcome.events_score,
+                verifier_score=outcome.verifier_score,
+                metrics=outcome.metrics,
+                task_trace=outcome.trace,
+                latency_ms=latency_ms,
+            )
+            await self._db(
+                services.seed_run_finish, seed_run_id=seed_run.id, worker=self.worker,
+                status=SeedStatus.SUCCEEDED, result=result, attempt=end,
+            )  # fmt: skip
+            return
+
+        end = services.AttemptEnd(
+            attempt_id=attempt.id, status=AttemptStatus.FAILED, http_status=error.http_status,
+            error=error.message, latency_ms=latency_ms,
+        )  # fmt: skip
+        if error.transient and seed_run.attempts < self.max_attempts:
+            await self._db(
+                services.seed_run_retry_later, seed_run_id=seed_run.id, worker=self.worker,
+                delay_s=backoff_delay(attempt=seed_run.attempts), error=error.message,
+                attempt=end,
+            )  # fmt: skip
+            return
+        message = error.message
+        if seed_run.attempts > 1:
+            message = f"{message} (attempt {seed_run.attempts} of {self.max_attempts})"
+        await self._db(
+            services.seed_run_finish, seed_run_id=seed_run.id, worker=self.worker,
+            status=SeedStatus.FAILED,
+            result=services.SeedResult(error=message, latency_ms=latency_ms), attempt=end,
+        )  # fmt: skip
+
+
+def _redact(text: str, *secrets_: str | None) -> str:
+    for secret in secrets_:
+        if secret:
+            text = text.replace(secret, "[redacted]")
+    return text
+
+
+def _job_load(*, job_id: str) -> EvalJob | None:
+    return EvalJob.objects.filter(pk=job_id).first()
+
+
+def _job_status(*, job_id: str) -> str | None:
+    return EvalJob.objects.filter(pk=job_id).values_list("status", flat=True).first()
+
+
+def _job_has_pending(*, job_id: str) -> bool:
+    return SeedRun.objects.filter(job_id=job_id, status=SeedStatus.PENDING).exists()

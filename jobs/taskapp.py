@@ -1,0 +1,204 @@
+"""The task-app client: the health probe and `POST /rollout`, and reading the answer.
+
+Task apps are user code, so nothing in a RolloutResponse is trusted: a body that is not JSON, a
+field of the wrong type or missing metrics becomes a `TaskAppError` with a readable message.
+Errors say whether trying again could help (`transient`): connection failures, timeouts to
+connect, 429 and 5xx answers can; any other answer cannot.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+# How much of a task app's error body is kept in an error message.
+BODY_EXCERPT = 300
+
+
+class TaskAppError(Exception):
+    def __init__(self, message: str, *, transient: bool, http_status: int | None = None):
+        super().__init__(message)
+        self.message = message
+        self.transient = transient
+        self.http_status = http_status
+
+
+class TaskAppUnreachable(TaskAppError):
+    """No connection could be made (refused, DNS, connect timeout)."""
+
+    def __init__(self, message: str):
+        super().__init__(message, transient=True)
+
+
+@dataclass(frozen=True)
+class RolloutOutcome:
+    score: float | None
+    reward_mean: float | None = None
+    outcome_score: float | None = None
+    events_score: float | None = None
+    verifier_score: float | None = None
+    metrics: dict[str, Any] = field(default_factory=dict)
+    trace: Any = None
+    http_status: int = 200
+
+
+def headers_for(api_key: str | None) -> dict[str, str]:
+    """The key goes in the three places task apps look for it."""
+    if not api_key:
+        return {}
+    return {"X-API-Key": api_key, "Authorization": f"Bearer {api_key}", "X-API-Keys": api_key}
+
+
+def rollout_request_build(
+    *,
+    run_id: str,
+    seed: int,
+    env_name: str | None,
+    env_config: dict[str, Any],
+    policy: dict[str, Any],
+    inference_url: str,
+    trace_correlation_id: str,
+    mode: str,
+    timeout_s: float,
+) -> dict[str, Any]:
+    """A RolloutRequest as the contract describes it."""
+    policy_config = dict(policy)
+    policy_config["inference_url"] = inference_url
+    policy_config["trace_correlation_id"] = trace_correlation_id
+    return {
+        "run_id": run_id,
+        "env": {"env_name": env_name, "config": env_config, "seed": seed},
+        "policy": {"policy_name": policy.get("policy_name"), "config": policy_config},
+        "record": {
+            "trajectories": True,
+            "logprobs": False,
+            "value": False,
+            "return_trace": True,
+            "trace_format": "compact",
+        },
+        "on_done": "reset",
+        "safety": {"max_time_s": timeout_s},
+        "mode": mode,
+    }
+
+
+async def task_app_probe(
+    client: httpx.AsyncClient,
+    *,
+    base_url: str,
+    api_key: str | None,
+    tries: int = 2,
+    timeout_s: float = 10.0,
+) -> str | None:
+    """`GET /health`. None when the task app answered anything at all (even a 404: it is
+    there); otherwise why no connection could be made."""
+    error = "no attempt"
+    for _ in range(tries):
+        try:
+            await client.get(f"{base_url}/health", headers=headers_for(api_key), timeout=timeout_s)
+            return None
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            error = _describe(exc)
+        except httpx.HTTPError:
+            return None  # connected, then slow or rude: it is there
+    return f"task app unreachable at {base_url}: {error}"
+
+
+async def rollout_post(
+    client: httpx.AsyncClient, *, base_url: str, api_key: str | None, body: dict[str, Any]
+) -> RolloutOutcome:
+    """POST the rollout and read the answer. The caller enforces the overall time limit."""
+    try:
+        response = await client.post(f"{base_url}/rollout", json=body, headers=headers_for(api_key))
+    except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+        raise TaskAppUnreachable(f"task app unreachable: {_describe(exc)}") from None
+    except httpx.HTTPError as exc:
+        # The connection was made and then broke (reset, protocol error): the task app may
+        # have died mid-rollout; another try is reasonable.
+        raise TaskAppError(
+            f"task app connection failed: {_describe(exc)}", transient=True
+        ) from None
+    return rollout_response_parse(status_code=response.status_code, content=response.content)
+
+
+def rollout_response_parse(*, status_code: int, content: bytes) -> RolloutOutcome:
+    if status_code == 429 or status_code >= 500:
+        raise TaskAppError(
+            f"task app answered HTTP {status_code}: {_excerpt(content)}",
+            transient=True,
+            http_status=status_code,
+        )
+    if not 200 <= status_code < 300:
+        raise TaskAppError(
+            f"task app answered HTTP {status_code}: {_excerpt(content)}",
+            transient=False,
+            http_status=status_code,
+        )
+    try:
+        data = json.loads(content)
+    except (ValueError, UnicodeDecodeError):
+        raise _bad(status_code, f"body is not JSON: {_excerpt(content)}") from None
+    if not isinstance(data, dict):
+        raise _bad(status_code, f"body is a JSON {type(data).__name__}, not an object")
+    metrics = data.get("metrics")
+    if not isinstance(metrics, dict):
+        raise _bad(status_code, "no `metrics` object in the RolloutResponse")
+
+    numbers = {
+        name: _number(metrics, name, status_code)
+        for name in ("outcome_reward", "outcome_score", "reward_mean", "events_score")
+    }
+    details = metrics.get("details")
+    verifier_score = None
+    if isinstance(details, dict):
+        verifier_score = _number(details, "verifier_score", status_code)
+    if verifier_score is None:
+        verifier_score = _number(metrics, "verifier_score", status_code)
+    score = next(
+        (
+            numbers[name]
+            for name in ("outcome_reward", "outcome_score", "reward_mean")
+            if numbers[name] is not None
+        ),
+        None,
+    )
+    if score is None:
+        raise _bad(status_code, "metrics has none of outcome_reward, outcome_score or reward_mean")
+    trace = data.get("trace")
+    return RolloutOutcome(
+        score=score,
+        reward_mean=numbers["reward_mean"],
+        outcome_score=numbers["outcome_score"],
+        events_score=numbers["events_score"],
+        verifier_score=verifier_score,
+        metrics=metrics,
+        trace=trace if isinstance(trace, dict | list) else None,
+        http_status=status_code,
+    )
+
+
+def _number(container: dict[str, Any], name: str, status_code: int) -> float | None:
+    value = container.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise _bad(status_code, f"metrics field {name} is {value!r}, not a finite number")
+    return float(value)
+
+
+def _bad(status_code: int, why: str) -> TaskAppError:
+    return TaskAppError(f"invalid RolloutResponse: {why}", transient=False, http_status=status_code)
+
+
+def _excerpt(content: bytes) -> str:
+    text = content[:BODY_EXCERPT].decode("utf-8", errors="replace").strip()
+    return text + ("…" if len(content) > BODY_EXCERPT else "") if text else "(empty body)"
+
+
+def _describe(exc: Exception) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

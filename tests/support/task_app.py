@@ -1,0 +1,134 @@
+"""A real task app for the tests: FastAPI, served on a loopback port with `serve_asgi`.
+
+What it does for a seed is driven by the job's `env_config` (keys are seeds as strings, since
+JSON objects have string keys):
+
+- default: answers metrics with `outcome_reward = score_of(seed)` after `delay_s` seconds;
+- `status_always: {"3": 400}`: always answers that HTTP status for seed 3;
+- `fail_times: {"5": 2}`: answers 503 the first 2 times seed 5 is asked, then succeeds;
+- `hang: [7]`: never answers seed 7 (until the client goes away);
+- `garbage: {"8": "not_json" | "no_metrics" | "wrong_types" | "list"}`: a malformed answer;
+- `score_field: "reward_mean"`: report the score only in that metrics field;
+- `call_llm: true`: one chat completion through `policy.config.inference_url` per rollout;
+- `echo_secrets: true`: the `status_always` answers repeat the key and the inference URL.
+
+It records every request and its own maximum number of rollouts in flight (`state`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, PlainTextResponse
+
+
+def score_of(seed: int) -> float:
+    """The score the task app gives a seed: deterministic, distinct, in [0, 1)."""
+    return (seed * 37 % 100) / 100
+
+
+@dataclass
+class TaskAppState:
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
+    calls_per_seed: Counter = field(default_factory=Counter)
+    in_flight: int = 0
+    max_in_flight: int = 0
+    health_calls: int = 0
+    llm_answers: list[Any] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def seeds_called(self) -> Counter:
+        with self.lock:
+            return Counter(self.calls_per_seed)
+
+
+def task_app_create(*, delay_s: float = 0.0) -> tuple[FastAPI, TaskAppState]:
+    app = FastAPI()
+    state = TaskAppState()
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        state.health_calls += 1
+        return {"healthy": True}
+
+    @app.post("/rollout")
+    async def rollout(request: Request):
+        body = await request.json()
+        seed = int(body["env"]["seed"])
+        config = body["env"].get("config") or {}
+        key = str(seed)
+        with state.lock:
+            state.requests.append(body)
+            state.headers.append(dict(request.headers))
+            state.calls_per_seed[seed] += 1
+            calls = state.calls_per_seed[seed]
+            state.in_flight += 1
+            state.max_in_flight = max(state.max_in_flight, state.in_flight)
+        try:
+            await asyncio.sleep(float(config.get("delay_s", delay_s)))
+            if seed in config.get("hang", []):
+                # Until the client goes away (a timeout or a cancel closes the connection).
+                while not await request.is_disconnected():
+                    await asyncio.sleep(0.05)
+                return PlainTextResponse("client left", status_code=499)
+            if key in config.get("status_always", {}):
+                status = int(config["status_always"][key])
+                if config.get("echo_secrets"):  # a careless task app repeating what it got
+                    echoed = f"key={request.headers.get('x-api-key')} url={body['policy']['config']['inference_url']}"
+                    return PlainTextResponse(echoed, status_code=status)
+                return PlainTextResponse(f"seed {seed} always fails", status_code=status)
+            if calls <= int(config.get("fail_times", {}).get(key, 0)):
+                return PlainTextResponse("busy, try again", status_code=503)
+            garbage = config.get("garbage", {}).get(key)
+            if garbage == "not_json":
+                return PlainTextResponse("<html>oops</html>")
+            if garbage == "no_metrics":
+                return JSONResponse({"run_id": body["run_id"], "trace": None})
+            if garbage == "wrong_types":
+                return JSONResponse({"run_id": body["run_id"], "metrics": {"outcome_reward": "1"}})
+            if garbage == "list":
+                return JSONResponse([1, 2, 3])
+            if config.get("call_llm"):
+                state.llm_answers.append(await _call_llm(body))
+            score = score_of(seed)
+            field_name = config.get("score_field", "outcome_reward")
+            metrics: dict[str, Any] = {
+                field_name: score,
+                "events_score": score / 2,
+                "num_steps": 1,
+                "details": {"verifier_score": 1.0 - score},
+            }
+            return JSONResponse(
+                {
+                    "run_id": body["run_id"],
+                    "metrics": metrics,
+                    "trace": {"seed": seed, "steps": [{"action": "answer", "reward": score}]},
+                    "trace_correlation_id": body["policy"]["config"].get("trace_correlation_id"),
+                    "aborted": False,
+                }
+            )
+        finally:
+            with state.lock:
+                state.in_flight -= 1
+
+    return app, state
+
+
+async def _call_llm(body: dict[str, Any]) -> Any:
+    config = body["policy"]["config"]
+    async with httpx.AsyncClient(timeout=60) as client:
+        response = await client.post(
+            f"{config['inference_url']}/chat/completions",
+            json={
+                "model": config.get("model", "gpt-4o-mini"),
+                "messages": [{"role": "user", "content": f"seed {body['env']['seed']}"}],
+            },
+        )
+        return {"status": response.status_code, "body": response.json()}
