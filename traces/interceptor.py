@@ -266,6 +266,11 @@ class Interceptor:
         try:
             cost, tokens = await self._in_db_thread(selectors.job_spent, job_id=job_id)
             with self._spent_lock:
+                # Spending only grows. The database may not have this process's newest calls
+                # yet (the writer saves them after counting them here): never count back down.
+                local = self._spent.get(job_id)
+                if local is not None:
+                    cost, tokens = max(cost, local.cost), max(tokens, local.tokens)
                 self._spent[job_id] = _Spent(cost, tokens, time.monotonic())
         except Exception:
             log.exception("refreshing the spent totals of job %s failed", job_id)
