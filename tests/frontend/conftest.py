@@ -9,7 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import servers
 from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, DESKTOP, PASSWORD
+
+# The provider key the web process holds; the fake upstream accepts any.
+PROVIDER_KEY = "sk-dashboard-provider-secret-41c7"
 
 
 @pytest.fixture
@@ -17,6 +21,20 @@ def chromium() -> Path:
     if not CHROMIUM.exists():
         pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install -y chromium)")
     return CHROMIUM
+
+
+@pytest.fixture
+def web_server(transactional_db, celery_queue, fake_upstream):
+    """The web process the browser talks to is also the interceptor the task apps call: its
+    `openai` provider is the fake upstream. Workers must be started with
+    `EVALHUB_PUBLIC_URL=web_server` so the inference URLs they hand out point here."""
+    web, base = servers.start_web(
+        EVALHUB_CELERY_QUEUE=celery_queue,
+        OPENAI_BASE_URL=fake_upstream.url,
+        OPENAI_API_KEY=PROVIDER_KEY,
+    )
+    yield base
+    web.stop()
 
 
 @pytest.fixture

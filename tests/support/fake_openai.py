@@ -15,6 +15,10 @@ A request steers the fake through an extra body field the interceptor passes thr
   cut_after: 2            stream that many chunks, then drop the connection
   delay_s: 3              wait before answering
   chunk_delay_s: 0.2      wait between streamed chunks
+  reasoning: "..."        answer with that text as `reasoning_content`, as reasoning models do
+
+It answers with a call of the first tool whenever the request has tools, unless the request's
+`tool_choice` is "none" (as a policy asks for its final answer after a tool result).
 """
 
 from __future__ import annotations
@@ -155,7 +159,7 @@ def _logprobs(words: list[str], top: int) -> dict[str, Any]:
 
 def _tool_call(body: dict[str, Any]) -> dict[str, Any] | None:
     tools = body.get("tools") or []
-    if not tools:
+    if not tools or body.get("tool_choice") == "none":
         return None
     name = tools[0].get("function", {}).get("name", "tool")
     return {
@@ -176,6 +180,8 @@ def completion(body: dict[str, Any]) -> dict[str, Any]:
     for index in range(body.get("n") or 1):
         message: dict[str, Any] = {"role": "assistant", "content": None if call else "".join(words)}
         message["refusal"] = None
+        if (body.get("fake") or {}).get("reasoning"):
+            message["reasoning_content"] = body["fake"]["reasoning"]
         if call:
             message["tool_calls"] = [call]
         choice: dict[str, Any] = {
@@ -231,6 +237,12 @@ def stream_chunks(body: dict[str, Any]) -> list[dict[str, Any]]:
                 ]
             )
         )
+        reasoning = (body.get("fake") or {}).get("reasoning")
+        if reasoning:
+            delta = {"reasoning_content": reasoning}
+            chunks.append(
+                chunk([{"index": index, "delta": delta, "finish_reason": None, "logprobs": None}])
+            )
         if call:
             args = call["function"]["arguments"]
             half = len(args) // 2

@@ -10,6 +10,9 @@ JSON objects have string keys):
 - `garbage: {"8": "not_json" | "no_metrics" | "wrong_types" | "list"}`: a malformed answer;
 - `score_field: "reward_mean"`: report the score only in that metrics field;
 - `call_llm: true`: one chat completion through `policy.config.inference_url` per rollout;
+- `call_llm: "tools"`: a small agent loop through `policy.config.inference_url` instead: a call
+  offering the `get_weather` tool (asking the fake provider to reason first, see
+  `tests/support/fake_openai.py`), then, with the tool's result, a call for the final answer;
 - `echo_secrets: true`: the `status_always` answers repeat the key and the inference URL.
 
 It records every request and its own maximum number of rollouts in flight (`state`).
@@ -18,6 +21,7 @@ It records every request and its own maximum number of rollouts in flight (`stat
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
@@ -95,7 +99,9 @@ def task_app_create(*, delay_s: float = 0.0) -> tuple[FastAPI, TaskAppState]:
                 return JSONResponse({"run_id": body["run_id"], "metrics": {"outcome_reward": "1"}})
             if garbage == "list":
                 return JSONResponse([1, 2, 3])
-            if config.get("call_llm"):
+            if config.get("call_llm") == "tools":
+                state.llm_answers.extend(await _call_llm_with_tool(body))
+            elif config.get("call_llm"):
                 state.llm_answers.append(await _call_llm(body))
             score = score_of(seed)
             field_name = config.get("score_field", "outcome_reward")
@@ -132,3 +138,65 @@ async def _call_llm(body: dict[str, Any]) -> Any:
             },
         )
         return {"status": response.status_code, "body": response.json()}
+
+
+AGENT_SYSTEM = "You are a weather agent. Look the weather up with the get_weather tool."
+AGENT_REASONING = "The user asks about the weather; I should call get_weather, not guess."
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The weather of a city now",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}, "unit": {"type": "string"}},
+            "required": ["city"],
+        },
+    },
+}
+
+
+def weather_of(arguments: dict[str, Any]) -> str:
+    """The get_weather tool's result for the arguments the model chose."""
+    return f"{arguments.get('city', '?')}: 18 degrees {arguments.get('unit', 'C')}, light rain"
+
+
+async def _call_llm_with_tool(body: dict[str, Any]) -> list[Any]:
+    """A policy's turn as agents take it: the model calls the tool, the task app runs it and
+    sends the result back for the final answer."""
+    config = body["policy"]["config"]
+    url = f"{config['inference_url']}/chat/completions"
+    model = config.get("model", "gpt-4o-mini")
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": AGENT_SYSTEM},
+        {"role": "user", "content": f"Seed {body['env']['seed']}: what is the weather in Paris?"},
+    ]
+    async with httpx.AsyncClient(timeout=60) as client:
+        first = await client.post(
+            url,
+            json={
+                "model": model,
+                "messages": messages,
+                "tools": [WEATHER_TOOL],
+                "fake": {"reasoning": AGENT_REASONING, "reasoning_tokens": 12},
+            },
+        )
+        first.raise_for_status()
+        assistant = first.json()["choices"][0]["message"]
+        messages.append(assistant)
+        for call in assistant.get("tool_calls") or []:
+            arguments = json.loads(call["function"]["arguments"])
+            messages.append(
+                {"role": "tool", "tool_call_id": call["id"], "content": weather_of(arguments)}
+            )
+        second = await client.post(
+            url,
+            json={
+                "model": model,
+                "messages": messages,
+                "tools": [WEATHER_TOOL],
+                "tool_choice": "none",
+            },
+        )
+        second.raise_for_status()
+    return [first.json(), second.json()]
