@@ -32,14 +32,7 @@ def api_key_list(*, user: AbstractBaseUser) -> QuerySet[ApiKey]:
 def job_list_figures(*, jobs: list[EvalJob]) -> dict[str, dict[str, Any]]:
     """Progress, mean score, tokens and cost of each job of a page, in three queries."""
     ids = [job.id for job in jobs]
-    counts: dict[str, dict[str, int]] = {job_id: {} for job_id in ids}
-    for job_id, status, n in (
-        SeedRun.objects.filter(job_id__in=ids)
-        .values_list("job_id", "status")
-        .annotate(n=Count("id"))
-        .order_by()
-    ):
-        counts[job_id][status] = n
+    progress = job_selectors.job_progress_many(jobs=jobs)
     means = dict(
         SeedRun.objects.filter(job_id__in=ids, status=SeedStatus.SUCCEEDED, score__isnull=False)
         .values_list("job_id")
@@ -59,13 +52,11 @@ def job_list_figures(*, jobs: list[EvalJob]) -> dict[str, dict[str, Any]]:
     }
     figures = {}
     for job in jobs:
-        c = counts[job.id]
+        p = progress[job.id]
         u = usage.get(job.id)
         figures[job.id] = {
             "progress": progress_bar(
-                succeeded=c.get(SeedStatus.SUCCEEDED, 0),
-                failed=c.get(SeedStatus.FAILED, 0),
-                total=job.num_seeds,
+                succeeded=p["succeeded"], failed=p["failed"], total=p["total"]
             ),
             "mean_score": means.get(job.id),
             "tokens": int(u["tokens"] or 0) if u else 0,

@@ -223,7 +223,7 @@ def job_config(job: EvalJob) -> dict[str, Any]:
     }
 
 
-def job_status_body(job: EvalJob) -> dict[str, Any]:
+def job_status_body(job: EvalJob, progress: dict[str, int] | None = None) -> dict[str, Any]:
     return {
         "job_id": job.id,
         "status": job.status,
@@ -232,7 +232,7 @@ def job_status_body(job: EvalJob) -> dict[str, Any]:
         "started_at": job.started_at,
         "completed_at": job.completed_at,
         "config": job_config(job),
-        "results": selectors.job_progress(job=job),
+        "results": progress if progress is not None else selectors.job_progress(job=job),
     }
 
 
@@ -266,7 +266,8 @@ class JobListCreateView(APIView):
         page = paginator.paginate_queryset(
             selectors.job_list(owner=request.user, status=status_filter), request, view=self
         )
-        jobs = [job_status_body(job) for job in page]
+        progress = selectors.job_progress_many(jobs=page)
+        jobs = [job_status_body(job, progress[job.id]) for job in page]
         next_link = paginator.get_next_link()
         return Response(
             {
