@@ -203,6 +203,12 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": EVALHUB_REDISPATCH_INTERVAL_S,
         "options": {"expires": EVALHUB_REDISPATCH_INTERVAL_S},
     },
+    # Retention (EVALHUB_TRACE_RETENTION_DAYS); `manage.py prunetraces` does the same by hand.
+    "evalhub-traces-prune": {
+        "task": "traces.traces_prune_daily",
+        "schedule": 24 * 3600.0,
+        "options": {"expires": 3600.0},
+    },
 }
 
 # --- Auth, API --------------------------------------------------------------------------------

@@ -87,3 +87,18 @@ def test_command_uses_the_retention_setting_and_zero_keeps_forever(settings):
 
     call_command("prunetraces", "--days", "30", stdout=out)
     assert "pruned 0 job(s)" in out.getvalue()
+
+
+def test_daily_task_applies_the_retention_setting(settings):
+    from evalhub.celery import app
+    from traces.tasks import traces_prune_daily
+
+    assert "traces.traces_prune_daily" in {e["task"] for e in app.conf.beat_schedule.values()}
+    job = make_traced_job(seeds=[0], calls_per_seed=2).job
+    age(job, 10)
+    settings.EVALHUB_TRACE_RETENTION_DAYS = 0
+    traces_prune_daily()
+    assert not LLMCall.objects.filter(request=PRUNED_REQUEST).exists()
+    settings.EVALHUB_TRACE_RETENTION_DAYS = 7
+    traces_prune_daily()
+    assert LLMCall.objects.filter(attempt__seed_run__job=job, request=PRUNED_REQUEST).count() == 2
