@@ -354,6 +354,18 @@ def rollout_attempt_finish(*, end: AttemptEnd) -> None:
     )
 
 
+def _held_seed_runs(*, seed_run_ids: list[int], worker: str):
+    """The seed runs `worker` still holds; results are written only through this."""
+    return SeedRun.objects.filter(
+        pk__in=seed_run_ids, status=SeedStatus.RUNNING, lease_owner=worker
+    )
+
+
+def _release(held, **fields) -> int:
+    """Update the held seed runs and give their leases up."""
+    return held.update(lease_owner="", lease_expires_at=None, **fields)
+
+
 def seed_run_finish(
     *,
     seed_run_id: int,
@@ -367,9 +379,8 @@ def seed_run_finish(
     with transaction.atomic():
         if attempt is not None:
             rollout_attempt_finish(end=attempt)
-        updated = SeedRun.objects.filter(
-            pk=seed_run_id, status=SeedStatus.RUNNING, lease_owner=worker
-        ).update(
+        updated = _release(
+            _held_seed_runs(seed_run_ids=[seed_run_id], worker=worker),
             status=status,
             score=result.score,
             reward_mean=result.reward_mean,
@@ -381,8 +392,6 @@ def seed_run_finish(
             latency_ms=result.latency_ms,
             error=result.error,
             finished_at=timezone.now(),
-            lease_owner="",
-            lease_expires_at=None,
         )
         if updated:
             _seed_event(SeedRun.objects.get(pk=seed_run_id))
@@ -403,14 +412,11 @@ def seed_run_retry_later(
     with transaction.atomic():
         if attempt is not None:
             rollout_attempt_finish(end=attempt)
-        updated = SeedRun.objects.filter(
-            pk=seed_run_id, status=SeedStatus.RUNNING, lease_owner=worker
-        ).update(
+        updated = _release(
+            _held_seed_runs(seed_run_ids=[seed_run_id], worker=worker),
             status=SeedStatus.PENDING,
             not_before=now + timedelta(seconds=delay_s),
             error=error,
-            lease_owner="",
-            lease_expires_at=None,
         )
     return bool(updated)
 
@@ -419,14 +425,9 @@ def seed_runs_cancel(*, seed_run_ids: list[int], worker: str) -> int:
     """The job was cancelled while `worker` ran these: mark them and their attempts cancelled."""
     now = timezone.now()
     with transaction.atomic():
-        held = SeedRun.objects.filter(
-            pk__in=seed_run_ids, status=SeedStatus.RUNNING, lease_owner=worker
-        )
+        held = _held_seed_runs(seed_run_ids=seed_run_ids, worker=worker)
         ids = list(held.values_list("id", flat=True))
-        held.update(
-            status=SeedStatus.CANCELLED, error="cancelled", finished_at=now, lease_owner="",
-            lease_expires_at=None,
-        )  # fmt: skip
+        _release(held, status=SeedStatus.CANCELLED, error="cancelled", finished_at=now)
         RolloutAttempt.objects.filter(seed_run_id__in=ids, status=AttemptStatus.RUNNING).update(
             status=AttemptStatus.CANCELLED, finished_at=now, error="cancelled"
         )

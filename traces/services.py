@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from dataclasses import dataclass, field
@@ -68,24 +69,18 @@ def llm_call_build(*, record: CallRecord) -> LLMCall:
     if usage.total_tokens == 0 and usage.prompt_tokens == 0 and usage.completion_tokens == 0:
         cost: float | None = 0.0
     else:
-        cost = call_cost(
-            model=model_answered or model_requested,
+        price = functools.partial(
+            call_cost,
             price_provider=record.price_provider,
             prompt_tokens=usage.prompt_tokens,
             completion_tokens=usage.completion_tokens,
             cached_tokens=usage.cached_tokens,
             reasoning_tokens=usage.reasoning_tokens,
         )
+        cost = price(model=model_answered or model_requested)
         if cost is None and model_answered and model_answered != model_requested:
             # A dated snapshot name the library lacks: the requested alias may be known.
-            cost = call_cost(
-                model=model_requested,
-                price_provider=record.price_provider,
-                prompt_tokens=usage.prompt_tokens,
-                completion_tokens=usage.completion_tokens,
-                cached_tokens=usage.cached_tokens,
-                reasoning_tokens=usage.reasoning_tokens,
-            )
+            cost = price(model=model_requested)
     return LLMCall(
         attempt_id=record.attempt_id,
         seq=0,
