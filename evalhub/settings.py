@@ -163,6 +163,9 @@ STORAGES = {
     "default": _default_storage,
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
+# S3 credentials (django-storages reads them here; unset, boto3 looks in its usual places).
+AWS_ACCESS_KEY_ID = envstr("AWS_ACCESS_KEY_ID") or None
+AWS_SECRET_ACCESS_KEY = envstr("AWS_SECRET_ACCESS_KEY") or None
 # Days the heavy trace content of a finished job is kept (`manage.py prunetraces`); 0 = forever.
 EVALHUB_TRACE_RETENTION_DAYS = envint("EVALHUB_TRACE_RETENTION_DAYS", 30, minimum=0)
 
@@ -250,7 +253,11 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # Every line goes through the one redactor: no provider key or interceptor token in logs.
+    "filters": {"redact": {"()": "traces.redaction.RedactingFilter"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact"]}
+    },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {"httpx": {"level": "WARNING"}, "httpcore": {"level": "WARNING"}},
 }

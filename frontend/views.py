@@ -14,13 +14,13 @@ from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from evalhub import crypto
 from frontend import charts
 from frontend import selectors as dash
 from jobs import selectors, services
 from jobs.api import job_config
 from jobs.apikeys import api_key_create, api_key_revoke
 from jobs.models import EvalJob, JobStatus
+from traces.redaction import Redactor, job_redactor
 
 JOBS_PER_PAGE = 25
 SEEDS_PER_PAGE = 100
@@ -220,7 +220,7 @@ def seed_detail(request: HttpRequest, job_id: str, seed: int) -> HttpResponse:
     if seed_run is None:
         raise Http404("No such seed in this job.")
     usage = dash.seed_run_usage(seed_run=seed_run)
-    secret = _task_app_key(job)
+    redactor = job_redactor(job=job)
     previous_seed, next_seed = dash.seed_neighbours(seed_run=seed_run)
     return render(
         request,
@@ -230,8 +230,8 @@ def seed_detail(request: HttpRequest, job_id: str, seed: int) -> HttpResponse:
             "seed_run": seed_run,
             "row": selectors.seed_result_row(seed_run, usage),
             "attempts": dash.seed_attempts(seed_run=seed_run),
-            "metrics_json": _redacted_json(seed_run.metrics, secret),
-            "task_trace_json": _redacted_json(seed_run.task_trace, secret),
+            "metrics_json": _redacted_json(seed_run.metrics, redactor),
+            "task_trace_json": _redacted_json(seed_run.task_trace, redactor),
             "previous_seed": previous_seed,
             "next_seed": next_seed,
             "nav": "jobs",
@@ -239,20 +239,8 @@ def seed_detail(request: HttpRequest, job_id: str, seed: int) -> HttpResponse:
     )
 
 
-def _task_app_key(job: EvalJob) -> str | None:
-    if not job.has_task_app_api_key:
-        return None
-    try:
-        return crypto.decrypt(job.task_app_api_key_encrypted)
-    except ValueError:
-        return None
-
-
-def _redacted_json(value: Any, secret: str | None) -> str | None:
-    """Task apps are user code: if one echoed the job's key into its trace, hide it."""
+def _redacted_json(value: Any, redactor: Redactor) -> str | None:
+    """Task apps are user code: whatever secret one echoed into its answer stays hidden."""
     if value is None:
         return None
-    text = json.dumps(value, indent=2, ensure_ascii=False, default=str)
-    if secret and len(secret) >= 4:
-        text = text.replace(secret, "[redacted]")
-    return text
+    return json.dumps(redactor.value(value), indent=2, ensure_ascii=False, default=str)

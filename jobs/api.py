@@ -398,7 +398,8 @@ class JobTracesView(APIView):
 class SeedTraceView(APIView):
     @extend_schema(responses={200: dict}, summary="One seed: its result row and trace document")
     def get(self, request: Request, job_id: str, seed: str) -> Response:
-        from traces.documents import job_redactor, seed_trace
+        from traces.documents import seed_trace
+        from traces.redaction import job_redactor
 
         job = _owned_job(request, job_id)
         try:

@@ -31,6 +31,7 @@ from evalhub import crypto
 from jobs import services, taskapp
 from jobs.models import AttemptStatus, EvalJob, JobStatus, SeedRun, SeedStatus
 from traces import tokens
+from traces.redaction import job_redactor
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +117,7 @@ class JobRunner:
                     services.job_fail, job_id=self.job_id, error=f"task_app_api_key: {exc}"
                 )
                 return
+            self.redactor = job_redactor(job=job)
             self.cap = min(job.max_concurrent, settings.EVALHUB_RUNNER_MAX_INFLIGHT)
             async with ClientPool(size=self.cap) as clients:
                 self.clients = clients
@@ -246,7 +248,7 @@ class JobRunner:
             error = exc
         if error is not None:
             # A task app may echo what it was sent: keep the key and the token out of errors.
-            error.message = _redact(error.message, self.api_key, token)
+            error.message = self.redactor.text(error.message)
         latency_ms = (time.perf_counter() - started) * 1000
 
         if error is None:
@@ -289,13 +291,6 @@ class JobRunner:
             status=SeedStatus.FAILED,
             result=services.SeedResult(error=message, latency_ms=latency_ms), attempt=end,
         )  # fmt: skip
-
-
-def _redact(text: str, *secrets_: str | None) -> str:
-    for secret in secrets_:
-        if secret:
-            text = text.replace(secret, "[redacted]")
-    return text
 
 
 def _job_load(*, job_id: str) -> EvalJob | None:

@@ -14,11 +14,10 @@ from typing import Any
 import orjson
 from django.db.models import Prefetch, QuerySet
 
-from evalhub import crypto
 from jobs import selectors
 from jobs.models import EvalJob, RolloutAttempt, SeedRun
 from traces.models import LLMCall
-from traces.redaction import Redactor, server_secrets
+from traces.redaction import Redactor
 
 SCHEMA = "evalhub.trace/1"
 # What a pruned call keeps in place of its request (see traces.retention.traces_prune).
@@ -26,17 +25,6 @@ PRUNED_REQUEST = {"evalhub_pruned": True}
 
 # Request fields shown on their own; every other request field is a parameter.
 _REQUEST_OWN_FIELDS = ("messages", "tools", "tool_choice")
-
-
-def job_redactor(*, job: EvalJob) -> Redactor:
-    """A redactor that knows the job's task app key and the server's provider keys."""
-    secrets = server_secrets()
-    if job.task_app_api_key_encrypted:
-        try:
-            secrets.append(crypto.decrypt(job.task_app_api_key_encrypted))
-        except ValueError:
-            pass  # unreadable after a SECRET_KEY rotation: then it cannot leak from here either
-    return Redactor(secrets)
 
 
 def seed_runs_with_calls(*, job: EvalJob) -> QuerySet[SeedRun]:

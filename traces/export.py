@@ -31,12 +31,8 @@ from stream_zip import ZIP_AUTO, stream_zip
 
 from jobs import selectors
 from jobs.models import TERMINAL_SEED_STATUSES, EvalJob, SeedRun
-from traces.documents import (
-    document_bytes,
-    job_redactor,
-    seed_runs_with_calls,
-    seed_trace_document,
-)
+from traces.documents import document_bytes, seed_runs_with_calls, seed_trace_document
+from traces.redaction import job_redactor
 
 logger = logging.getLogger(__name__)
 

@@ -31,11 +31,12 @@ from django.conf import settings
 from django.db import DatabaseError, connection
 
 from traces import selectors, services
+from traces.redaction import RedactingFilter
+from traces.tokens import INTERCEPTOR_PATH as PREFIX
 from traces.tokens import token_hash
 
 log = logging.getLogger(__name__)
 
-PREFIX = "/api/interceptor/v1/"
 # Response headers of the upstream worth handing on; everything else (cookies, encodings,
 # hop-by-hop headers, lengths we recompute) stays behind.
 _PASS_HEADERS = {
@@ -574,23 +575,5 @@ async def _send_json(send, status: int, body: bytes, *, headers=None, retry: boo
     await send({"type": "http.response.body", "body": body})
 
 
-class RedactTokens(logging.Filter):
-    """Keeps interceptor tokens out of access logs: uvicorn logs each request's path."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        args = record.args
-        if isinstance(args, tuple) and any(isinstance(a, str) and PREFIX in a for a in args):
-            record.args = tuple(_redact(a) if isinstance(a, str) else a for a in args)
-        return True
-
-
-def _redact(text: str) -> str:
-    head, sep, rest = text.partition(PREFIX)
-    if not sep:
-        return text
-    _, slash, tail = rest.partition("/")
-    return f"{head}{PREFIX}<token>{slash}{tail}"
-
-
-logging.getLogger("uvicorn.access").addFilter(RedactTokens())
+logging.getLogger("uvicorn.access").addFilter(RedactingFilter())
 interceptor = Interceptor()

@@ -1,24 +1,32 @@
-"""Scrubbing secrets out of anything that goes into a trace, a manifest or a zip.
+"""Scrubbing secrets out of everything that leaves the server: API answers, trace documents,
+the zip, dashboard pages and log lines. This is the only place that decides what a secret is.
 
 Requests and responses are stored as the interceptor recorded them, and task apps are user code
 that may echo whatever they were given (headers, the inference URL with its token). So every
-JSON value is scrubbed on the way out, three ways:
+value is scrubbed on the way out, three ways:
 
 - values under secret-looking keys (`authorization`, `api_key`, `x-api-key`, ...) are replaced;
-- interceptor URL tokens (`/api/interceptor/v1/<token>`) and `Bearer <value>` are masked in
+- interceptor tokens (wherever they appear, in a URL or not) and `Bearer <value>` are masked in
   every string;
-- the known secret values of the job and the server (its task app key, provider keys) are
-  masked wherever they appear, under any key.
+- the known secret values of the server (every configured provider's key) and of the job (its
+  task app key) are masked wherever they appear, under any key.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable
-from functools import lru_cache
-from typing import Any
+from functools import cache, lru_cache
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
+
+from evalhub import crypto
+from traces.tokens import INTERCEPTOR_PATH, TOKEN_RE
+
+if TYPE_CHECKING:  # no model import at run time: logging loads this before the apps
+    from jobs.models import EvalJob
 
 REDACTED = "<redacted>"
 
@@ -27,8 +35,8 @@ _SECRET_KEY_RE = re.compile(
     r"|password|passwd|access_token|refresh_token|client_secret|secret_key|secret_access_key"
     r"|aws_secret_access_key|session_token)$"
 )
-# The token is one path segment after /interceptor/v1/; keep the rest of the URL readable.
-_INTERCEPTOR_TOKEN_RE = re.compile(r"(/interceptor/v1/)[^/\s\"'?#&<>]+")
+# A token is one path segment after /interceptor/v1/; keep the rest of the URL readable.
+_INTERCEPTOR_SEGMENT_RE = re.compile(r"(" + re.escape(INTERCEPTOR_PATH) + r")[^/\s\"'?#&<>]+")
 _BEARER_RE = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=\-]{6,}")
 # Shorter "secrets" would mask ordinary words; real keys are long.
 _MIN_SECRET_LEN = 8
@@ -40,25 +48,15 @@ def is_secret_key(key: str) -> bool:
 
 
 def server_secrets() -> list[str]:
-    """Secret values the server holds: provider keys (also inside EVALHUB_PROVIDERS)."""
-    found = [settings.OPENAI_API_KEY or ""]
-
-    def collect(value: Any, key: str = "") -> None:
-        if isinstance(value, dict):
-            for k, v in value.items():
-                collect(v, str(k))
-        elif isinstance(value, list):
-            for v in value:
-                collect(v, key)
-        elif isinstance(value, str) and key and is_secret_key(key):
-            found.append(value)
-
-    collect(getattr(settings, "EVALHUB_PROVIDERS", {}) or {})
+    """Secret values the server holds: the key of every configured provider (read from the
+    variables `EVALHUB_PROVIDERS` names, see settings.EVALHUB_UPSTREAMS) and S3 credentials."""
+    found = [upstream.get("api_key") or "" for upstream in settings.EVALHUB_UPSTREAMS.values()]
+    found.append(getattr(settings, "AWS_SECRET_ACCESS_KEY", "") or "")
     return [s for s in found if len(s) >= _MIN_SECRET_LEN]
 
 
 class Redactor:
-    """Scrubs JSON values; built once per job with the secret values to look for."""
+    """Scrubs text and JSON values, knowing the secret values to look for."""
 
     def __init__(self, secrets: Iterable[str] = ()):
         # Longest first, so a secret that contains another is masked whole.
@@ -70,27 +68,84 @@ class Redactor:
         for secret in self.secrets:
             if secret in value:
                 value = value.replace(secret, REDACTED)
-        if "/interceptor/v1/" in value:
-            value = _INTERCEPTOR_TOKEN_RE.sub(rf"\g<1>{REDACTED}", value)
+        if INTERCEPTOR_PATH in value:
+            value = _INTERCEPTOR_SEGMENT_RE.sub(rf"\g<1>{REDACTED}", value)
+        value = TOKEN_RE.sub(REDACTED, value)
         if "earer" in value:
             value = _BEARER_RE.sub(rf"\g<1>{REDACTED}", value)
         return value
 
     def value(self, value: Any) -> Any:
-        if isinstance(value, str):
-            return self.text(value)
-        if isinstance(value, dict):
-            return {
-                self.text(str(k)): (
-                    REDACTED if is_secret_key(str(k)) and value_is_set(v) else self.value(v)
-                )
-                for k, v in value.items()
-            }
-        if isinstance(value, list | tuple):
-            return [self.value(v) for v in value]
-        return value
+        """A copy of a JSON value with every secret masked. Iterative, so a value nested
+        deeper than Python's recursion limit is scrubbed like any other."""
+        root: list[Any] = [None]
+        stack: list[tuple[Any, Any, Any]] = [(value, root, 0)]
+        while stack:
+            item, parent, slot = stack.pop()
+            if isinstance(item, str):
+                parent[slot] = self.text(item)
+            elif isinstance(item, dict):
+                out: dict[str, Any] = {}
+                parent[slot] = out
+                for k, v in item.items():
+                    key = self.text(str(k))
+                    if is_secret_key(str(k)) and value_is_set(v):
+                        out[key] = REDACTED
+                    else:
+                        out[key] = None
+                        stack.append((v, out, key))
+            elif isinstance(item, list | tuple):
+                items: list[Any] = [None] * len(item)
+                parent[slot] = items
+                stack.extend((v, items, i) for i, v in enumerate(item))
+            else:
+                parent[slot] = item
+        return root[0]
 
 
 def value_is_set(value: Any) -> bool:
     """A secret-named key whose value is empty or a flag (`"api_key": null`) shows as it is."""
     return value not in (None, "", False, True) and not isinstance(value, int | float)
+
+
+@cache
+def server_redactor() -> Redactor:
+    """The redactor for what concerns no job in particular (log lines); settings do not change
+    while a process runs."""
+    return Redactor(server_secrets())
+
+
+def job_task_app_key(job: EvalJob) -> str | None:
+    """The job's task app key in plain text, or None (none set, or unreadable after a
+    SECRET_KEY rotation: then it cannot leak from here either)."""
+    if not job.has_task_app_api_key:
+        return None
+    try:
+        return crypto.decrypt(job.task_app_api_key_encrypted)
+    except ValueError:
+        return None
+
+
+def job_redactor(*, job: EvalJob, extra: Iterable[str | None] = ()) -> Redactor:
+    """A redactor that knows the server's provider keys, the job's task app key and `extra`."""
+    known = [*server_secrets(), job_task_app_key(job) or "", *(s or "" for s in extra)]
+    return Redactor(known)
+
+
+class RedactingFilter(logging.Filter):
+    """Scrubs log records: access logs carry interceptor URLs, and an exception's text may
+    carry whatever a provider or task app answered. Installed on the console handler (see
+    settings.LOGGING) and on uvicorn's loggers when the web process starts."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        redactor = server_redactor()
+        message = record.getMessage()
+        clean = redactor.text(message)
+        if clean != message:
+            record.msg, record.args = clean, ()
+        if record.exc_info and not record.exc_text and record.exc_info[1] is not None:
+            text = logging.Formatter().formatException(record.exc_info)
+            scrubbed = redactor.text(text)
+            if scrubbed != text:
+                record.exc_info, record.exc_text = None, scrubbed
+        return True

@@ -8,16 +8,21 @@ Both sides import these three functions, so the URL shape and the hash live in o
 from __future__ import annotations
 
 import hashlib
+import re
 import secrets
 
 from django.conf import settings
 
 INTERCEPTOR_PATH = "/api/interceptor/v1/"
+# Tokens carry a prefix so the redactor finds them anywhere (a task app may echo one in any
+# text, not only in a URL): "ehi_" + 43 URL-safe characters.
+TOKEN_PREFIX = "ehi_"
+TOKEN_RE = re.compile(re.escape(TOKEN_PREFIX) + r"[A-Za-z0-9_-]{43}")
 
 
 def token_new() -> str:
     """An unguessable URL-safe token (256 bits)."""
-    return secrets.token_urlsafe(32)
+    return TOKEN_PREFIX + secrets.token_urlsafe(32)
 
 
 def token_hash(token: str) -> str:

@@ -23,6 +23,9 @@ PROVIDER_KEY = "sk-provider-secret-0a9b8c7d6e5f"
 def provider_key(settings):
     """The server's provider key is set, so the tests can look for it where it must not be."""
     settings.OPENAI_API_KEY = PROVIDER_KEY
+    upstreams = {name: dict(entry) for name, entry in settings.EVALHUB_UPSTREAMS.items()}
+    upstreams["openai"]["api_key"] = PROVIDER_KEY
+    settings.EVALHUB_UPSTREAMS = upstreams
     return PROVIDER_KEY
 
 

@@ -15,11 +15,11 @@ from traces.documents import (
     PRUNED_REQUEST,
     SCHEMA,
     document_bytes,
-    job_redactor,
     seed_trace,
     seed_trace_document,
 )
 from traces.models import LLMCall
+from traces.redaction import job_redactor
 
 pytestmark = pytest.mark.django_db
 

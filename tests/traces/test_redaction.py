@@ -44,7 +44,23 @@ def test_short_values_are_not_treated_as_secrets():
     assert Redactor(["abc"]).text("abcdef") == "abcdef"
 
 
-def test_server_secrets_include_provider_keys_from_settings(settings):
-    settings.OPENAI_API_KEY = "sk-openai-1234567890"
-    settings.EVALHUB_PROVIDERS = {"groq": {"base_url": "http://x", "api_key": "gsk-0987654321"}}
+def test_server_secrets_are_the_keys_of_every_configured_provider(settings):
+    # EVALHUB_PROVIDERS names the variables; the keys themselves are in EVALHUB_UPSTREAMS.
+    settings.EVALHUB_PROVIDERS = {"groq": {"base_url": "http://x", "api_key_env": "GROQ_KEY"}}
+    settings.EVALHUB_UPSTREAMS = {
+        "openai": {"base_url": "http://o", "api_key": "sk-openai-1234567890"},
+        "groq": {"base_url": "http://x", "api_key": "gsk-0987654321"},
+        "local": {"base_url": "http://l", "api_key": ""},
+    }
+    settings.AWS_SECRET_ACCESS_KEY = ""
     assert set(server_secrets()) == {"sk-openai-1234567890", "gsk-0987654321"}
+
+
+def test_values_nested_deeper_than_the_recursion_limit_are_scrubbed():
+    deep: object = "Bearer sk-live-123456789"
+    for _ in range(5000):
+        deep = {"a": [deep]}
+    out = Redactor().value(deep)
+    for _ in range(5000):
+        out = out["a"][0]
+    assert out == f"Bearer {REDACTED}"
