@@ -9,11 +9,13 @@ from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Avg, Count, F, Q, QuerySet, Sum
+from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from jobs import selectors as job_selectors
 from jobs.models import ApiKey, EvalJob, RolloutAttempt, SeedRun, SeedStatus
+from traces import totals
+from traces.messages import assistant_message, reasoning_of, split_think
 from traces.models import LLMCall
 
 # --- API keys ---------------------------------------------------------------------------------
@@ -33,35 +35,18 @@ def job_list_figures(*, jobs: list[EvalJob]) -> dict[str, dict[str, Any]]:
     """Progress, mean score, tokens and cost of each job of a page, in three queries."""
     ids = [job.id for job in jobs]
     progress = job_selectors.job_progress_many(jobs=jobs)
-    means = dict(
-        SeedRun.objects.filter(job_id__in=ids, status=SeedStatus.SUCCEEDED, score__isnull=False)
-        .values_list("job_id")
-        .annotate(mean=Avg("score"))
-        .order_by()
-    )
-    usage = {
-        row["attempt__seed_run__job_id"]: row
-        for row in LLMCall.objects.filter(attempt__seed_run__job_id__in=ids)
-        .values("attempt__seed_run__job_id")
-        .annotate(
-            tokens=Sum("total_tokens"),
-            cost=Sum("cost_usd"),
-            unknown=Count("id", filter=Q(cost_unknown=True)),
-        )
-        .order_by()
-    }
+    means = totals.job_mean_scores(job_ids=ids)
+    usage = totals.job_usage_many(job_ids=ids)
     figures = {}
     for job in jobs:
         p = progress[job.id]
-        u = usage.get(job.id)
         figures[job.id] = {
             "progress": progress_bar(
                 succeeded=p["succeeded"], failed=p["failed"], total=p["total"]
             ),
             "mean_score": means.get(job.id),
-            "tokens": int(u["tokens"] or 0) if u else 0,
-            # Never a silent 0: one call of unknown price makes the total unknown.
-            "cost_usd": None if u and u["unknown"] else (float(u["cost"] or 0.0) if u else 0.0),
+            "tokens": usage[job.id].total_tokens,
+            "cost_usd": usage[job.id].cost_usd,
             "duration_s": job_duration_s(job=job),
         }
     return figures
@@ -174,21 +159,12 @@ class AttemptView:
     steps: list[CallStep]
 
 
-def seed_run_get(*, job: EvalJob, seed: int) -> SeedRun | None:
-    return SeedRun.objects.filter(job=job, seed=seed).first()
-
-
 def seed_neighbours(*, seed_run: SeedRun) -> tuple[int | None, int | None]:
     """The seeds just before and after this one in the job, for prev/next links."""
     runs = SeedRun.objects.filter(job_id=seed_run.job_id)
     before = runs.filter(seed__lt=seed_run.seed).order_by("-seed").values_list("seed", flat=True)
     after = runs.filter(seed__gt=seed_run.seed).order_by("seed").values_list("seed", flat=True)
     return before.first(), after.first()
-
-
-def seed_run_usage(*, seed_run: SeedRun) -> dict[str, Any] | None:
-    """Tokens and cost of one seed, as `jobs.selectors.seed_usage` gives them."""
-    return job_selectors.seed_usage(job=seed_run.job, seed_run=seed_run).get(seed_run.id)
 
 
 def seed_attempts(*, seed_run: SeedRun) -> list[AttemptView]:
@@ -213,7 +189,7 @@ def conversation_steps(*, calls: list[LLMCall]) -> list[CallStep]:
         keys = [_canonical(m) for m in raw]
         continues = keys[: len(history)] == history
         new_raw = raw[len(history) :] if continues else raw
-        answer_raw, finish = response_message(call.response)
+        answer_raw, finish = assistant_message(call.response)
         new_messages = [message_from_openai(m) for m in new_raw]
         answer = [message_from_openai(answer_raw)] if answer_raw else []
         for m in new_messages + answer:
@@ -246,76 +222,15 @@ def _canonical(message: Any) -> str:
     return json.dumps(message, sort_keys=True, default=str)
 
 
-def response_message(response: Any) -> tuple[dict[str, Any] | None, str]:
-    """The assistant message of a chat completion (first choice) and its finish reason.
-    A streamed response stored as its chunks is assembled first."""
-    if isinstance(response, dict) and isinstance(response.get("chunks"), list):
-        response = response["chunks"]
-    if isinstance(response, list):
-        return _assemble_chunks(response)
-    if not isinstance(response, dict):
-        return None, ""
-    choices = response.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        return None, ""
-    message = choices[0].get("message")
-    return (message if isinstance(message, dict) else None), str(
-        choices[0].get("finish_reason") or ""
-    )
-
-
-def _assemble_chunks(chunks: list[Any]) -> tuple[dict[str, Any] | None, str]:
-    content, reasoning, finish = [], [], ""
-    tools: dict[int, dict[str, Any]] = {}
-    seen = False
-    for chunk in chunks:
-        choices = chunk.get("choices") if isinstance(chunk, dict) else None
-        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-            continue
-        seen = True
-        delta = choices[0].get("delta") or {}
-        finish = choices[0].get("finish_reason") or finish
-        if not isinstance(delta, dict):
-            continue
-        if isinstance(delta.get("content"), str):
-            content.append(delta["content"])
-        for key in ("reasoning_content", "reasoning"):
-            if isinstance(delta.get(key), str):
-                reasoning.append(delta[key])
-        for tc in delta.get("tool_calls") or []:
-            if not isinstance(tc, dict):
-                continue
-            slot = tools.setdefault(
-                int(tc.get("index") or 0), {"id": "", "function": {"name": "", "arguments": ""}}
-            )
-            slot["id"] = tc.get("id") or slot["id"]
-            fn = tc.get("function") or {}
-            slot["function"]["name"] += fn.get("name") or ""
-            slot["function"]["arguments"] += fn.get("arguments") or ""
-    if not seen:
-        return None, ""
-    message: dict[str, Any] = {"role": "assistant", "content": "".join(content)}
-    if reasoning:
-        message["reasoning_content"] = "".join(reasoning)
-    if tools:
-        message["tool_calls"] = [{"type": "function", **tools[i]} for i in sorted(tools)]
-    return message, str(finish)
-
-
 def message_from_openai(raw: Any) -> Message:
     if not isinstance(raw, dict):
         return Message(role="unknown", text=json.dumps(raw, default=str))
     text, attachments = _content_text(raw.get("content"))
-    reasoning = ""
-    for key in ("reasoning_content", "reasoning"):
-        if isinstance(raw.get(key), str) and raw[key]:
-            reasoning = raw[key]
-            break
-    # Some models put their reasoning inline in <think>...</think>.
-    if text.lstrip().startswith("<think>") and "</think>" in text:
-        head, _, rest = text.lstrip()[len("<think>") :].partition("</think>")
-        reasoning = (reasoning + "\n" + head).strip()
-        text = rest.strip()
+    # What counts as reasoning is decided in traces.messages (the trace documents use it too).
+    reasoning = reasoning_of(raw)
+    if not isinstance(reasoning, str):
+        reasoning = "" if reasoning is None else _pretty_json(reasoning)
+    text = split_think(text)[1]
     tool_calls = []
     for tc in raw.get("tool_calls") or []:
         if isinstance(tc, dict):

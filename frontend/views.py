@@ -17,9 +17,11 @@ from django.views.decorators.http import require_GET, require_POST
 from frontend import charts
 from frontend import selectors as dash
 from jobs import selectors, services
-from jobs.api import job_config
 from jobs.apikeys import api_key_create, api_key_revoke
 from jobs.models import EvalJob, JobStatus
+from jobs.public import job_config
+from traces import totals
+from traces.export import job_traces_response
 from traces.redaction import Redactor, job_redactor
 
 JOBS_PER_PAGE = 25
@@ -36,10 +38,7 @@ SEED_COLUMNS = [
 
 
 def _owned_job(request: HttpRequest, job_id: str) -> EvalJob:
-    job = selectors.job_get_for_owner(owner=request.user, job_id=job_id)
-    if job is None:
-        raise Http404("No such job.")
-    return job
+    return selectors.job_owned(owner=request.user, job_id=job_id)
 
 
 # --- API keys ---------------------------------------------------------------------------------
@@ -125,7 +124,7 @@ def _float_param(request: HttpRequest, name: str) -> float | None:
 @never_cache
 def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
     job = _owned_job(request, job_id)
-    summary, rows = selectors.job_results(job=job)
+    summary, rows = totals.job_results(job=job)
     progress = selectors.job_progress(job=job)
     sort = request.GET.get("sort", "seed")
     descending = sort.startswith("-")
@@ -203,8 +202,6 @@ def job_cancel(request: HttpRequest, job_id: str) -> HttpResponse:
 @login_required
 @require_GET
 def job_traces_zip(request: HttpRequest, job_id: str) -> HttpResponse:
-    from traces.export import job_traces_response
-
     return job_traces_response(job=_owned_job(request, job_id))
 
 
@@ -216,10 +213,10 @@ def job_traces_zip(request: HttpRequest, job_id: str) -> HttpResponse:
 @never_cache
 def seed_detail(request: HttpRequest, job_id: str, seed: int) -> HttpResponse:
     job = _owned_job(request, job_id)
-    seed_run = dash.seed_run_get(job=job, seed=seed)
+    seed_run = selectors.seed_run_get(job=job, seed=seed)
     if seed_run is None:
         raise Http404("No such seed in this job.")
-    usage = dash.seed_run_usage(seed_run=seed_run)
+    usage = totals.seed_usage(job=job, seed_run=seed_run).get(seed_run.id)
     redactor = job_redactor(job=job)
     previous_seed, next_seed = dash.seed_neighbours(seed_run=seed_run)
     return render(
@@ -228,7 +225,7 @@ def seed_detail(request: HttpRequest, job_id: str, seed: int) -> HttpResponse:
         {
             "job": job,
             "seed_run": seed_run,
-            "row": selectors.seed_result_row(seed_run, usage),
+            "row": totals.seed_result_row(seed_run, usage),
             "attempts": dash.seed_attempts(seed_run=seed_run),
             "metrics_json": _redacted_json(seed_run.metrics, redactor),
             "task_trace_json": _redacted_json(seed_run.task_trace, redactor),

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import math
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import parse_qs, urlparse
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
+from django.core.handlers.asgi import ASGIRequest
 from django.http import Http404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import exceptions, serializers, status
@@ -20,6 +21,11 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from jobs import selectors, services
 from jobs.models import EvalJob, JobStatus
+from jobs.public import event_body, job_status_body
+from traces import totals
+from traces.documents import seed_trace
+from traces.export import job_traces_response
+from traces.redaction import job_redactor
 
 # --- errors ---------------------------------------------------------------------------------
 
@@ -66,11 +72,7 @@ def _first_message(messages: Any) -> str:
 
 
 def _owned_job(request: Request, job_id: str) -> EvalJob:
-    """The caller's job, or 404 for a job that is not there or belongs to someone else."""
-    job = selectors.job_get_for_owner(owner=request.user, job_id=job_id)
-    if job is None:
-        raise Http404("No such job.")
-    return job
+    return selectors.job_owned(owner=request.user, job_id=job_id)
 
 
 # --- POST /api/eval/jobs --------------------------------------------------------------------
@@ -203,39 +205,6 @@ class JobCreateInput(serializers.Serializer):
         )
 
 
-def job_config(job: EvalJob) -> dict[str, Any]:
-    """The job's configuration as shown to people: secrets appear as set/unset only."""
-    return {
-        "task_app_url": job.task_app_url,
-        "task_app_api_key": "set" if job.has_task_app_api_key else None,
-        "has_task_app_api_key": job.has_task_app_api_key,
-        "app_id": job.app_id,
-        "env_name": job.env_name,
-        "seeds_count": job.num_seeds,
-        "policy": job.policy,
-        "env_config": job.env_config,
-        "verifier_config": job.verifier_config,
-        "mode": job.mode,
-        "max_concurrent": job.max_concurrent,
-        "timeout": job.timeout_s,
-        "max_cost_usd": job.max_cost_usd,
-        "max_tokens": job.max_tokens,
-    }
-
-
-def job_status_body(job: EvalJob, progress: dict[str, int] | None = None) -> dict[str, Any]:
-    return {
-        "job_id": job.id,
-        "status": job.status,
-        "error": job.error,
-        "created_at": job.created_at,
-        "started_at": job.started_at,
-        "completed_at": job.completed_at,
-        "config": job_config(job),
-        "results": progress if progress is not None else selectors.job_progress(job=job),
-    }
-
-
 class JobListCreateView(APIView):
     @extend_schema(request=JobCreateInput, responses={201: dict}, summary="Create an eval job")
     def post(self, request: Request) -> Response:
@@ -302,8 +271,6 @@ class JobCursorPagination(CursorPagination):
     def cursor_param_value(self, link: str | None) -> str | None:
         if not link:
             return None
-        from urllib.parse import parse_qs
-
         return parse_qs(urlparse(link).query).get(self.cursor_query_param, [None])[0]
 
 
@@ -317,7 +284,7 @@ class JobResultsView(APIView):
     @extend_schema(responses={200: dict}, summary="Summary and per-seed results")
     def get(self, request: Request, job_id: str) -> Response:
         job = _owned_job(request, job_id)
-        summary, rows = selectors.job_results(job=job)
+        summary, rows = totals.job_results(job=job)
         # The SDK reads `summary.x or data.x`: repeat the summary at the top level.
         body = {
             **summary,
@@ -360,16 +327,6 @@ class JobEventsView(APIView):
         )
 
 
-def event_body(event) -> dict[str, Any]:
-    return {
-        "seq": event.seq,
-        "type": event.type,
-        "message": event.data.get("message", ""),
-        "data": event.data,
-        "created_at": event.created_at,
-    }
-
-
 def _int_param(request: Request, name: str, default: int, low: int, high: int) -> int:
     raw = request.query_params.get(name)
     if raw in (None, ""):
@@ -386,10 +343,6 @@ def _int_param(request: Request, name: str, default: int, low: int, high: int) -
 class JobTracesView(APIView):
     @extend_schema(responses={(200, "application/zip"): bytes}, summary="Zip of per-seed traces")
     def get(self, request: Request, job_id: str):
-        from django.core.handlers.asgi import ASGIRequest
-
-        from traces.export import job_traces_response
-
         # Under ASGI the body must be an async iterator, or Django collects it into memory.
         asynchronous = isinstance(request._request, ASGIRequest)
         return job_traces_response(job=_owned_job(request, job_id), asynchronous=asynchronous)
@@ -398,9 +351,6 @@ class JobTracesView(APIView):
 class SeedTraceView(APIView):
     @extend_schema(responses={200: dict}, summary="One seed: its result row and trace document")
     def get(self, request: Request, job_id: str, seed: str) -> Response:
-        from traces.documents import seed_trace
-        from traces.redaction import job_redactor
-
         job = _owned_job(request, job_id)
         try:
             seed_number = int(seed)

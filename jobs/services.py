@@ -203,7 +203,7 @@ def job_finish_if_done(*, job_id: str) -> str | None:
     """When no seed is pending or running any more, end the job: `completed`, or `failed` when
     not one seed succeeded and every one failed because the task app could not be reached.
     Returns the new status, or None when the job is not finished (or someone else ended it)."""
-    from jobs import selectors
+    from traces import totals
 
     with transaction.atomic():
         job = EvalJob.objects.select_for_update(no_key=True).filter(pk=job_id).first()
@@ -214,7 +214,7 @@ def job_finish_if_done(*, job_id: str) -> str | None:
         )
         if open_seeds.exists():
             return None
-        summary, rows = selectors.job_results(job=job)
+        summary, rows = totals.job_results(job=job)
         unreachable = bool(rows) and all(
             r["status"] == SeedStatus.FAILED
             and (r["error"] or "").startswith(CONNECTION_ERROR_PREFIX)

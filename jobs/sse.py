@@ -19,9 +19,9 @@ from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpRe
 from rest_framework import exceptions
 
 from jobs import selectors
-from jobs.api import event_body
 from jobs.authentication import ApiKeyAuthentication
 from jobs.models import EvalJob, JobEvent
+from jobs.public import event_body
 
 TERMINAL_EVENTS = {
     "eval.policy.job.completed",

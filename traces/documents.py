@@ -14,8 +14,9 @@ from typing import Any
 import orjson
 from django.db.models import Prefetch, QuerySet
 
-from jobs import selectors
 from jobs.models import EvalJob, RolloutAttempt, SeedRun
+from traces import totals
+from traces.messages import first_choice, reasoning_of
 from traces.models import LLMCall
 from traces.redaction import Redactor
 
@@ -45,23 +46,6 @@ def iso(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
 
-def _first_choice(response: dict[str, Any]) -> dict[str, Any]:
-    choices = response.get("choices")
-    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
-        return choices[0]
-    return {}
-
-
-def _reasoning(message: dict[str, Any]) -> Any:
-    """Reasoning text as providers return it: `reasoning_content` (DeepSeek, vLLM, Groq...),
-    `reasoning` (OpenRouter, some vLLM versions) or `reasoning_details` (structured)."""
-    for key in ("reasoning_content", "reasoning", "reasoning_details", "thinking"):
-        value = message.get(key)
-        if value not in (None, "", []):
-            return value
-    return None
-
-
 def llm_call_request(request: Any) -> dict[str, Any]:
     if not isinstance(request, dict):
         return {"messages": None, "tools": None, "tool_choice": None, "params": {}, "raw": request}
@@ -80,14 +64,14 @@ def llm_call_response(response: Any) -> dict[str, Any] | None:
         # An error body or something that is not a chat completion: keep it as it came.
         return {"message": None, "tool_calls": None, "reasoning": None, "finish_reason": None,
                 "logprobs": None, "body": response}  # fmt: skip
-    choice = _first_choice(response)
+    choice = first_choice(response)
     message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
     body = {
         "id": response.get("id"),
         "model": response.get("model"),
         "message": message or None,
         "tool_calls": message.get("tool_calls") or None,
-        "reasoning": _reasoning(message),
+        "reasoning": reasoning_of(message),
         "finish_reason": choice.get("finish_reason"),
         "logprobs": choice.get("logprobs"),
     }
@@ -179,8 +163,8 @@ def seed_trace(
         attempts = seed_runs_with_calls(job=job).get(pk=seed_run.pk).rollout_attempts.all()
     attempts = sorted(attempts, key=lambda a: a.number)
     pairs = [(attempt, call) for attempt in attempts for call in attempt.llm_calls.all()]
-    usage = selectors.usage_from_calls([call for _, call in pairs])
-    row = selectors.seed_result_row(seed_run, usage)
+    usage = totals.usage_from_calls(call for _, call in pairs)
+    row = totals.seed_result_row(seed_run, usage)
     calls = [llm_call_entry(call, attempt) for attempt, call in pairs]
     document = {
         "schema": SCHEMA,
@@ -197,14 +181,14 @@ def seed_trace(
         "started_at": iso(seed_run.started_at),
         "finished_at": iso(seed_run.finished_at),
         "usage": {
-            "total_tokens": row["tokens"],
-            "prompt_tokens": sum(c.prompt_tokens or 0 for _, c in pairs),
-            "completion_tokens": sum(c.completion_tokens or 0 for _, c in pairs),
-            "cached_tokens": sum(c.cached_tokens or 0 for _, c in pairs),
-            "reasoning_tokens": sum(c.reasoning_tokens or 0 for _, c in pairs),
-            "cost_usd": row["cost_usd"],
-            "cost_unknown": row["cost_unknown"],
-            "num_llm_calls": row["num_llm_calls"],
+            "total_tokens": usage.total_tokens,
+            "prompt_tokens": usage.prompt_tokens,
+            "completion_tokens": usage.completion_tokens,
+            "cached_tokens": usage.cached_tokens,
+            "reasoning_tokens": usage.reasoning_tokens,
+            "cost_usd": usage.cost_usd,
+            "cost_unknown": usage.cost_unknown,
+            "num_llm_calls": usage.num_llm_calls,
         },
         "attempts": [attempt_entry(a) for a in attempts],
         "task_app": _task_app_answer(seed_run),

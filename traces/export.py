@@ -29,8 +29,9 @@ from django.http import StreamingHttpResponse
 from django.utils import timezone
 from stream_zip import ZIP_AUTO, stream_zip
 
-from jobs import selectors
 from jobs.models import TERMINAL_SEED_STATUSES, EvalJob, SeedRun
+from jobs.public import job_config
+from traces import totals
 from traces.documents import document_bytes, seed_runs_with_calls, seed_trace_document
 from traces.redaction import job_redactor
 
@@ -91,9 +92,7 @@ def _members(*, job: EvalJob) -> Iterator[tuple]:
 
 
 def _manifest_bytes(*, job: EvalJob, files: list[dict[str, Any]], redactor) -> bytes:
-    from jobs.api import job_config
-
-    summary, _ = selectors.job_results(job=job)
+    summary = totals.job_summary(job)
     manifest = {
         "schema": MANIFEST_SCHEMA,
         "trace_schema": "evalhub.trace/1",
@@ -117,17 +116,6 @@ def _manifest_bytes(*, job: EvalJob, files: list[dict[str, Any]], redactor) -> b
 def job_traces_zip_stream(*, job: EvalJob) -> Iterator[bytes]:
     """The zip of the job as it is now, as a stream of bytes, built from the database."""
     return stream_zip(_members(job=job), chunk_size=ZIP_CHUNK_BYTES)
-
-
-def job_traces_zip_store(*, job: EvalJob) -> str:
-    """Build the zip of a terminal job into storage (once) and return its storage name.
-    Safe to call twice or from two processes: the first one recorded wins."""
-    if job.traces_zip_name:
-        return job.traces_zip_name
-    with tempfile.TemporaryFile() as tmp:
-        for chunk in job_traces_zip_stream(job=job):
-            tmp.write(chunk)
-        return _store_built_zip(job=job, tmp=tmp)
 
 
 def _store_built_zip(*, job: EvalJob, tmp) -> str:

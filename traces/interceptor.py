@@ -30,7 +30,8 @@ import httpx
 from django.conf import settings
 from django.db import DatabaseError, connection
 
-from traces import selectors, services
+from traces import selectors, services, totals
+from traces.models import BUDGET_EXCEEDED
 from traces.redaction import RedactingFilter
 from traces.tokens import INTERCEPTOR_PATH as PREFIX
 from traces.tokens import token_hash
@@ -221,7 +222,7 @@ class Interceptor:
         else:
             access = await self._in_db_thread(selectors.attempt_access_get, token_hash=digest)
             if access is not None and access.has_budget and access.job_id not in self._spent:
-                cost, tokens = await self._in_db_thread(selectors.job_spent, job_id=access.job_id)
+                cost, tokens = await self._in_db_thread(totals.job_spent, job_id=access.job_id)
                 self._spent[access.job_id] = _Spent(cost, tokens, time.monotonic())
             if len(self._tokens) > _MAX_CACHED_TOKENS:
                 self._tokens = {k: v for k, v in self._tokens.items() if v[0] > now}
@@ -252,20 +253,20 @@ class Interceptor:
         if access.max_cost_usd is not None and spent.cost >= access.max_cost_usd:
             raise InterceptorError(
                 429,
-                "budget_exceeded",
+                BUDGET_EXCEEDED,
                 f"The job's budget is spent: ${spent.cost:.6f} of max_cost_usd "
                 f"${access.max_cost_usd:g}.",
             )
         if access.max_tokens is not None and spent.tokens >= access.max_tokens:
             raise InterceptorError(
                 429,
-                "budget_exceeded",
+                BUDGET_EXCEEDED,
                 f"The job's budget is spent: {spent.tokens} of max_tokens {access.max_tokens}.",
             )
 
     async def _spent_refresh(self, job_id: str) -> None:
         try:
-            cost, tokens = await self._in_db_thread(selectors.job_spent, job_id=job_id)
+            cost, tokens = await self._in_db_thread(totals.job_spent, job_id=job_id)
             with self._spent_lock:
                 # Spending only grows. The database may not have this process's newest calls
                 # yet (the writer saves them after counting them here): never count back down.

@@ -6,6 +6,10 @@ from django.db import models
 
 from jobs.models import RolloutAttempt
 
+# `LLMCall.error` begins with this when the interceptor refused a call because the job's budget
+# was spent (http_status 429); the API calls it `budget_exceeded` too.
+BUDGET_EXCEEDED = "budget_exceeded"
+
 
 class LLMCall(models.Model):
     attempt = models.ForeignKey(RolloutAttempt, on_delete=models.CASCADE, related_name="llm_calls")

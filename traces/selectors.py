@@ -1,14 +1,12 @@
-"""Reads the interceptor needs: who a token belongs to, and what a job has spent so far."""
+"""Reads the interceptor needs: who a token belongs to. (What a job has spent so far is
+`traces.totals.job_spent`.)"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Sum
-
-from jobs.models import RolloutAttempt
-from traces.models import LLMCall
+from jobs.models import AttemptStatus, RolloutAttempt
 
 
 @dataclass(frozen=True)
@@ -50,19 +48,8 @@ def attempt_access_get(*, token_hash: str) -> AttemptAccess | None:
         attempt_id=row["id"],
         job_id=row["seed_run__job_id"],
         provider=str(provider or "openai"),
-        running=row["status"] == "running",
+        running=row["status"] == AttemptStatus.RUNNING,
         finished_at=row["finished_at"],
         max_cost_usd=row["seed_run__job__max_cost_usd"],
         max_tokens=row["seed_run__job__max_tokens"],
     )
-
-
-def job_spent(*, job_id: str) -> tuple[float, int]:
-    """(USD, tokens) recorded so far over every LLM call of the job (unknown prices count 0)."""
-    totals = LLMCall.objects.filter(attempt__seed_run__job_id=job_id).aggregate(
-        cost=Sum("cost_usd"), tokens=Sum("total_tokens")
-    )
-    return float(totals["cost"] or 0.0), int(totals["tokens"] or 0)
-
-
-BUDGET_ERROR_PREFIX = "budget_exceeded"

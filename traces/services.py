@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from itertools import groupby
 from typing import Any
@@ -46,7 +46,6 @@ class CallRecord:
     forwarded: bool = True
     ttft_ms: float | None = None
     latency_ms: float | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def llm_call_build(*, record: CallRecord) -> LLMCall:
@@ -104,10 +103,6 @@ def llm_call_build(*, record: CallRecord) -> LLMCall:
         ttft_ms=record.ttft_ms,
         latency_ms=record.latency_ms,
     )
-
-
-def llm_calls_record(*, records: list[CallRecord]) -> list[LLMCall]:
-    return llm_calls_save(calls=[llm_call_build(record=r) for r in records])
 
 
 def llm_calls_save(*, calls: list[LLMCall]) -> list[LLMCall]:

@@ -7,6 +7,9 @@ from types import SimpleNamespace
 from frontend import selectors as dash
 from jobs.models import SeedRun
 from tests.frontend import job_rows
+from traces.messages import assistant_message
+from traces.totals import seed_usage
+from traces.usage import response_from_stream
 
 
 def call(messages, response, seq=1):
@@ -56,7 +59,7 @@ def test_a_rewritten_history_is_shown_whole_and_flagged():
     assert [m.text for m in steps[1].new_messages] == ["be brief", "summary"]
 
 
-def test_a_streamed_response_stored_as_chunks_is_assembled():
+def test_a_streamed_response_reads_as_its_assembled_message():
     chunks = [
         {"choices": [{"index": 0, "delta": {"role": "assistant", "reasoning_content": "think "}}]},
         {"choices": [{"index": 0, "delta": {"reasoning_content": "hard"}}]},
@@ -87,13 +90,13 @@ def test_a_streamed_response_stored_as_chunks_is_assembled():
         {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
         {"choices": [], "usage": {"total_tokens": 9}},
     ]
-    for stored in (chunks, {"chunks": chunks}):
-        message, finish = dash.response_message(stored)
-        shown = dash.message_from_openai(message)
-        assert finish == "tool_calls"
-        assert shown.reasoning == "think hard"
-        assert shown.tool_calls[0].name == "add" and shown.tool_calls[0].id == "c1"
-        assert shown.tool_calls[0].arguments == '{\n  "a": 1\n}'
+    # The interceptor stores a stream assembled by the one assembler; the page reads that.
+    message, finish = assistant_message(response_from_stream(chunks))
+    shown = dash.message_from_openai(message)
+    assert finish == "tool_calls"
+    assert shown.reasoning == "think hard"
+    assert shown.tool_calls[0].name == "add" and shown.tool_calls[0].id == "c1"
+    assert shown.tool_calls[0].arguments == '{\n  "a": 1\n}'
 
 
 def test_inline_think_blocks_are_folded_as_reasoning():
@@ -120,7 +123,7 @@ def test_content_parts_and_arguments_that_are_not_json_are_kept():
 
 def test_a_missing_or_malformed_response_gives_no_answer():
     for response in (None, {}, {"choices": []}, {"error": "upstream 500"}, "text"):
-        assert dash.response_message(response) == (None, "")
+        assert assistant_message(response) == (None, "")
 
 
 def rows(*specs):
@@ -163,8 +166,6 @@ def test_job_list_figures_sum_usage_and_never_show_an_unknown_cost_as_zero(db, d
 
 
 def test_one_seeds_usage_matches_the_jobs_per_seed_usage(db, django_user_model):
-    from jobs.selectors import seed_usage
-
     owner = django_user_model.objects.create_user(username="dave")
     job = job_rows.job_make(owner=owner, seeds=[0, 1, 2])
     runs = list(SeedRun.objects.filter(job=job).order_by("seed"))
@@ -172,5 +173,5 @@ def test_one_seeds_usage_matches_the_jobs_per_seed_usage(db, django_user_model):
     job_rows.attempt_record(seed_run=runs[1], cost=None)
     per_seed = seed_usage(job=job)
     for run in runs:
-        assert dash.seed_run_usage(seed_run=run) == per_seed.get(run.id)
-    assert dash.seed_run_usage(seed_run=runs[1])["cost_usd"] is None
+        assert seed_usage(job=job, seed_run=run).get(run.id) == per_seed.get(run.id)
+    assert per_seed[runs[1].id].cost_usd is None and per_seed[runs[1].id].cost_unknown

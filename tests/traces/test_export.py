@@ -139,8 +139,9 @@ def test_a_terminal_job_zip_is_built_once_into_storage_and_served_from_there(
 
 def test_store_is_idempotent_and_rebuilds_a_zip_gone_from_storage(client_alice, trace_storage):
     traced = make_traced_job(seeds=[4], calls_per_seed=1)
-    name = export.job_traces_zip_store(job=traced.job)
-    assert export.job_traces_zip_store(job=traced.job) == name
+    name = stored_zip_name(traced.job)
+    b"".join(export.job_traces_chunks(job=EvalJob.objects.get(pk=traced.job.pk)))
+    assert EvalJob.objects.get(pk=traced.job.pk).traces_zip_name == name  # served, not rebuilt
     export.traces_zip_storage().delete(name)
     zf = download(client_alice, traced.job.id)
     assert "seeds/seed_4.json" in zf.namelist()
@@ -150,7 +151,15 @@ def test_store_is_idempotent_and_rebuilds_a_zip_gone_from_storage(client_alice, 
 def test_stored_zip_is_read_in_chunks(trace_storage, monkeypatch):
     monkeypatch.setattr(export, "READ_CHUNK_BYTES", 1024)
     traced = make_traced_job(seeds=list(range(10)), calls_per_seed=3)
-    name = export.job_traces_zip_store(job=traced.job)
+    name = stored_zip_name(traced.job)
     chunks = list(export.stored_zip_chunks(storage=export.traces_zip_storage(), name=name))
     assert len(chunks) > 3 and max(len(c) for c in chunks) <= 1024
     assert zipfile.ZipFile(io.BytesIO(b"".join(chunks))).testzip() is None
+
+
+def stored_zip_name(job: EvalJob) -> str:
+    """Download a finished job's zip once (which stores it) and return its storage name."""
+    b"".join(export.job_traces_chunks(job=job))
+    name = EvalJob.objects.get(pk=job.pk).traces_zip_name
+    assert name and export.traces_zip_storage().exists(name)
+    return name

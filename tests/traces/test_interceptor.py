@@ -10,11 +10,11 @@ import openai
 import pytest
 from django.utils import timezone
 
-from jobs.selectors import seed_usage
 from tests.support import servers
 from tests.support.fake_openai import stream_chunks
 from tests.traces.conftest import MAX_REQUEST_BYTES, SERVER_KEY
 from traces.models import LLMCall
+from traces.totals import seed_usage
 
 CALLER_KEY = "sk-caller-key-that-must-stay-here"
 MESSAGES = [
@@ -517,13 +517,13 @@ def test_a_seeds_tokens_and_cost_are_the_sums_over_its_calls(interceptor_web, ma
     )
     recorded(rollout.attempt, 2)
     usage = seed_usage(job=rollout.job)[rollout.attempt.seed_run_id]
-    assert usage["tokens"] == 1100 + 3020
-    assert usage["cost_usd"] == pytest.approx(
+    assert usage.total_tokens == 1100 + 3020
+    assert usage.cost_usd == pytest.approx(
         published_cost(GPT_4O_MINI, prompt=1000, completion=100, cached=500)
         + published_cost(GPT_4O_MINI, prompt=3000, completion=20),
         rel=1e-9,
     )
-    assert usage["num_llm_calls"] == 2
+    assert usage.num_llm_calls == 2
 
 
 def test_a_caller_hanging_up_midway_stops_the_provider_stream_and_is_recorded(

@@ -30,7 +30,8 @@ def test_prune_drops_content_of_old_terminal_jobs_and_keeps_results(client_alice
     recent = make_traced_job(seeds=[0], calls_per_seed=2).job
     running = make_traced_job(seeds=[0], calls_per_seed=1, status="running").job
     age(old, 40), age(recent, 5), age(running, 40)
-    zip_name = export.job_traces_zip_store(job=old)
+    b"".join(export.job_traces_chunks(job=old))  # the first download stores the zip
+    zip_name = EvalJob.objects.get(pk=old.pk).traces_zip_name
     results_before = client_alice.get(f"/api/eval/jobs/{old.id}/results").json()
 
     report = traces_prune(older_than_days=30)

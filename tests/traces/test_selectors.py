@@ -4,10 +4,10 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from jobs.models import EvalJob, RolloutAttempt, SeedRun
-from jobs.selectors import job_results
 from traces.models import LLMCall
-from traces.selectors import attempt_access_get, job_spent
+from traces.selectors import attempt_access_get
 from traces.tokens import token_hash
+from traces.totals import job_results, job_spent
 
 
 def _attempt(job, seed, token="t"):

@@ -8,7 +8,7 @@ from django.utils import timezone
 from jobs.models import EvalJob, RolloutAttempt, SeedRun
 from tests.support.fake_openai import completion
 from traces.models import LLMCall
-from traces.services import CallRecord, llm_calls_record
+from traces.services import CallRecord, llm_call_build, llm_calls_save
 
 REQUEST = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi there"}]}
 
@@ -44,7 +44,7 @@ def test_calls_are_numbered_per_attempt_in_the_order_they_started(db):
     a, b = _attempt(job, 1), _attempt(job, 2)
     t = timezone.now()
     LLMCall.objects.create(attempt=a, seq=1, started_at=t)
-    llm_calls_record(
+    _record_calls(
         records=[
             _record(a.id, t + dt.timedelta(seconds=2)),
             _record(b.id, t + dt.timedelta(seconds=1)),
@@ -62,7 +62,7 @@ def test_a_call_of_a_deleted_attempt_does_not_lose_the_others(transactional_db):
         owner=get_user_model().objects.create(username="u"), task_app_url="http://x"
     )
     a = _attempt(job, 1)
-    saved = llm_calls_record(
+    saved = _record_calls(
         records=[_record(a.id, timezone.now()), _record(a.id + 999, timezone.now())]
     )
     assert [c.attempt_id for c in saved] == [a.id]
@@ -76,6 +76,11 @@ def test_a_call_that_never_reached_the_provider_costs_nothing(db):
     a = _attempt(job, 1)
     record = _record(a.id, timezone.now(), forwarded=False, error="budget_exceeded: spent")
     record.response_body, record.http_status = b"", 429
-    (call,) = llm_calls_record(records=[record])
+    (call,) = _record_calls(records=[record])
     assert (call.total_tokens, call.cost_usd, call.cost_unknown) == (0, 0.0, False)
     assert not call.usage_estimated
+
+
+def _record_calls(*, records: list[CallRecord]) -> list[LLMCall]:
+    """What the interceptor's writer thread does with a batch of records."""
+    return llm_calls_save(calls=[llm_call_build(record=r) for r in records])
