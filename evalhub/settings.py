@@ -17,24 +17,36 @@ from evalhub.env import envbool, envfloat, envint, envjson, envstr, envurl
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(envstr("EVALHUB_DATA_DIR", str(BASE_DIR / "var"))).resolve()
-DATA_DIR.mkdir(parents=True, exist_ok=True)
+# Folders the embedded default needs; evalhub.apps makes them when Django starts.
+EVALHUB_DATA_FOLDERS = [DATA_DIR]
 
 
 def _secret_key() -> str:
-    """SECRET_KEY from the environment, else one generated on first start and kept on disk."""
+    """SECRET_KEY from the environment, else one generated on first start and kept on disk.
+    The one file settings may write: every process (web, worker, manage.py) must agree on the
+    key before Django starts, and no hook runs earlier. Created exclusively, so two processes
+    starting together cannot write two different keys."""
     given = envstr("SECRET_KEY")
     if given:
         return given
     path = DATA_DIR / "secret_key"
     if not path.exists():
-        path.write_text(secrets.token_urlsafe(50))
-        path.chmod(0o600)
+        DATA_DIR.mkdir(parents=True, exist_ok=True)
+        try:
+            with open(path, "x") as f:
+                f.write(secrets.token_urlsafe(50))
+            path.chmod(0o600)
+        except FileExistsError:
+            pass
     return path.read_text().strip()
 
 
 SECRET_KEY = _secret_key()
 DEBUG = envbool("DEBUG", False)
 PORT = envint("PORT", 8000, minimum=1, maximum=65535)
+# Interface `make run` binds, and job threads of the worker it starts.
+HOST = envstr("HOST", "127.0.0.1")
+EVALHUB_WORKER_CONCURRENCY = envint("EVALHUB_WORKER_CONCURRENCY", 8, minimum=1)
 EVALHUB_PUBLIC_URL = envurl("EVALHUB_PUBLIC_URL", f"http://127.0.0.1:{PORT}")
 ALLOWED_HOSTS = [h.strip() for h in envstr("ALLOWED_HOSTS", "*").split(",") if h.strip()]
 CSRF_TRUSTED_ORIGINS = [
@@ -50,6 +62,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "evalhub",
     "jobs",
     "traces",
     "frontend",
@@ -113,8 +126,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 _broker_dir = DATA_DIR / "broker"
 CELERY_BROKER_URL = envstr("CELERY_BROKER_URL") or envstr("REDIS_URL") or "filesystem://"
 if CELERY_BROKER_URL == "filesystem://":
-    for sub in ("queue", "processed", "control"):
-        (_broker_dir / sub).mkdir(parents=True, exist_ok=True)
+    EVALHUB_DATA_FOLDERS += [_broker_dir / sub for sub in ("queue", "processed", "control")]
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_broker_dir / "queue"),
         "data_folder_out": str(_broker_dir / "queue"),
@@ -245,7 +257,7 @@ USE_I18N = False
 USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = DATA_DIR / "static"
-STATIC_ROOT.mkdir(exist_ok=True)
+EVALHUB_DATA_FOLDERS.append(STATIC_ROOT)
 LOG_LEVEL = envstr("LOG_LEVEL", "INFO").upper()
 if LOG_LEVEL not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
     raise ImproperlyConfigured(f"LOG_LEVEL={LOG_LEVEL!r}: use DEBUG, INFO, WARNING or ERROR")

@@ -17,6 +17,7 @@ from jobs.models import ApiKey, EvalJob, RolloutAttempt, SeedRun, SeedStatus
 from traces import totals
 from traces.messages import assistant_message, reasoning_of, split_think
 from traces.models import LLMCall
+from traces.redaction import Redactor
 
 # --- API keys ---------------------------------------------------------------------------------
 
@@ -144,19 +145,22 @@ class Message:
 
 @dataclass
 class CallStep:
-    """An LLM call: the messages the policy added since the previous call, then the answer."""
+    """An LLM call: the messages the policy added since the previous call, then the answer.
+    Everything shown of it is redacted (`error` and the messages; `call` for its figures)."""
 
     call: LLMCall
     new_messages: list[Message]
     history_rewritten: bool
     answer: list[Message]
     finish_reason: str = ""
+    error: str = ""
 
 
 @dataclass
 class AttemptView:
     attempt: RolloutAttempt
     steps: list[CallStep]
+    error: str = ""
 
 
 def seed_neighbours(*, seed_run: SeedRun) -> tuple[int | None, int | None]:
@@ -167,16 +171,23 @@ def seed_neighbours(*, seed_run: SeedRun) -> tuple[int | None, int | None]:
     return before.first(), after.first()
 
 
-def seed_attempts(*, seed_run: SeedRun) -> list[AttemptView]:
-    """Every attempt of the seed, oldest first, each with its conversation."""
+def seed_attempts(*, seed_run: SeedRun, redactor: Redactor) -> list[AttemptView]:
+    """Every attempt of the seed, oldest first, each with its conversation, redacted."""
     attempts = list(RolloutAttempt.objects.filter(seed_run=seed_run).order_by("number"))
     calls: dict[int, list[LLMCall]] = {a.id: [] for a in attempts}
     for call in LLMCall.objects.filter(attempt__seed_run=seed_run).order_by("attempt_id", "seq"):
         calls[call.attempt_id].append(call)
-    return [AttemptView(attempt=a, steps=conversation_steps(calls=calls[a.id])) for a in attempts]
+    return [
+        AttemptView(
+            attempt=a,
+            steps=conversation_steps(calls=calls[a.id], redactor=redactor),
+            error=redactor.text(a.error or ""),
+        )
+        for a in attempts
+    ]
 
 
-def conversation_steps(*, calls: list[LLMCall]) -> list[CallStep]:
+def conversation_steps(*, calls: list[LLMCall], redactor: Redactor) -> list[CallStep]:
     """Each call's request repeats the history; show only what is new since the previous call
     and its answer. When a request does not continue the history (the task app trimmed or
     rewrote it), show that request whole and say so."""
@@ -184,12 +195,13 @@ def conversation_steps(*, calls: list[LLMCall]) -> list[CallStep]:
     history: list[str] = []
     tool_names: dict[str, str] = {}
     for call in calls:
-        raw = call.request.get("messages") if isinstance(call.request, dict) else None
+        request, response = redactor.value(call.request), redactor.value(call.response)
+        raw = request.get("messages") if isinstance(request, dict) else None
         raw = raw if isinstance(raw, list) else []
         keys = [_canonical(m) for m in raw]
         continues = keys[: len(history)] == history
         new_raw = raw[len(history) :] if continues else raw
-        answer_raw, finish = assistant_message(call.response)
+        answer_raw, finish = assistant_message(response)
         new_messages = [message_from_openai(m) for m in new_raw]
         answer = [message_from_openai(answer_raw)] if answer_raw else []
         for m in new_messages + answer:
@@ -204,6 +216,7 @@ def conversation_steps(*, calls: list[LLMCall]) -> list[CallStep]:
                 history_rewritten=bool(history) and not continues,
                 answer=answer,
                 finish_reason=finish,
+                error=redactor.text(call.error or ""),
             )
         )
         history = keys + ([_canonical(answer_raw)] if answer_raw else [])

@@ -8,12 +8,13 @@ from frontend import selectors as dash
 from jobs.models import SeedRun
 from tests.frontend import job_rows
 from traces.messages import assistant_message
+from traces.redaction import Redactor
 from traces.totals import seed_usage
 from traces.usage import response_from_stream
 
 
 def call(messages, response, seq=1):
-    return SimpleNamespace(seq=seq, request={"messages": messages}, response=response)
+    return SimpleNamespace(seq=seq, request={"messages": messages}, response=response, error=None)
 
 
 def completion(message, finish="stop"):
@@ -29,6 +30,7 @@ def test_each_step_shows_only_what_is_new_since_the_previous_call():
     echoed = {"role": "assistant", "content": "hello"}  # clients drop fields they echo back
     follow = {"role": "user", "content": "again"}
     steps = dash.conversation_steps(
+        redactor=Redactor(),
         calls=[
             call([SYSTEM, USER], completion(answer)),
             call(
@@ -36,7 +38,7 @@ def test_each_step_shows_only_what_is_new_since_the_previous_call():
                 completion({"role": "assistant", "content": "ok"}),
                 2,
             ),
-        ]
+        ],
     )
     assert [m.text for m in steps[0].new_messages] == ["be brief", "hi"]
     assert [m.text for m in steps[1].new_messages] == ["again"]
@@ -46,6 +48,7 @@ def test_each_step_shows_only_what_is_new_since_the_previous_call():
 
 def test_a_rewritten_history_is_shown_whole_and_flagged():
     steps = dash.conversation_steps(
+        redactor=Redactor(),
         calls=[
             call([SYSTEM, USER], completion({"role": "assistant", "content": "a"})),
             call(
@@ -53,7 +56,7 @@ def test_a_rewritten_history_is_shown_whole_and_flagged():
                 completion({"role": "assistant", "content": "b"}),
                 2,
             ),
-        ]
+        ],
     )
     assert steps[1].history_rewritten
     assert [m.text for m in steps[1].new_messages] == ["be brief", "summary"]

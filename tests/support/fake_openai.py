@@ -16,6 +16,8 @@ A request steers the fake through an extra body field the interceptor passes thr
   delay_s: 3              wait before answering
   chunk_delay_s: 0.2      wait between streamed chunks
   reasoning: "..."        answer with that text as `reasoning_content`, as reasoning models do
+  echo_key: true          put the key it was called with in its reasoning and in an error
+                          body (a provider that leaks its caller's key: it must go no further)
 
 It answers with a call of the first tool whenever the request has tools, unless the request's
 `tool_choice` is "none" (as a policy asks for its final answer after a tool result).
@@ -67,6 +69,11 @@ class FakeOpenAI:
         body = json.loads(raw)
         self._record(request, body)
         opts = body.get("fake") or {}
+        if opts.get("echo_key"):
+            key = request.headers.get("authorization", "").removeprefix("Bearer ")
+            opts["reasoning"] = f"I was called with the key {key}"
+            if opts.get("error_status"):
+                return JSONResponse({"error": {"message": f"bad key {key}"}}, status_code=400)
         if opts.get("delay_s"):
             await asyncio.sleep(opts["delay_s"])
         if opts.get("html_error"):
