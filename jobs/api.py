@@ -3,7 +3,6 @@ parse with an input serializer, call a service or selector, render."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
@@ -11,7 +10,8 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.core.handlers.asgi import ASGIRequest
 from django.http import Http404
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import exceptions, serializers, status
 from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
@@ -20,6 +20,13 @@ from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from jobs import selectors, services
+from jobs.fields import (
+    INT64_MAX,
+    JsonObjectField,
+    SeedListField,
+    StrictIntegerField,
+    StrictNumberField,
+)
 from jobs.models import EvalJob, JobStatus
 from jobs.public import event_body, job_status_body
 from traces import totals
@@ -75,58 +82,20 @@ def _owned_job(request: Request, job_id: str) -> EvalJob:
     return selectors.job_owned(owner=request.user, job_id=job_id)
 
 
+# What the schema says of answers: every error has the same JSON shape.
+OBJECT = OpenApiTypes.OBJECT
+ERROR = inline_serializer(
+    "Error",
+    {
+        "error": serializers.CharField(),
+        "detail": serializers.CharField(),
+        "fields": serializers.DictField(required=False),
+    },
+)
+ERRORS = {400: ERROR, 401: ERROR, 404: ERROR}
+
+
 # --- POST /api/eval/jobs --------------------------------------------------------------------
-
-
-class StrictIntegerField(serializers.Field):
-    """An integer in JSON: rejects booleans, floats and strings rather than coercing them."""
-
-    def __init__(self, *, min_value: int | None = None, max_value: int | None = None, **kwargs):
-        self.min_value, self.max_value = min_value, max_value
-        super().__init__(**kwargs)
-
-    def to_internal_value(self, data: Any) -> int:
-        if isinstance(data, bool) or not isinstance(data, int):
-            raise serializers.ValidationError(f"must be an integer, got {data!r}")
-        if self.min_value is not None and data < self.min_value:
-            raise serializers.ValidationError(f"must be at least {self.min_value}")
-        if self.max_value is not None and data > self.max_value:
-            raise serializers.ValidationError(f"must be at most {self.max_value}")
-        return data
-
-    def to_representation(self, value: int) -> int:
-        return value
-
-
-class StrictNumberField(serializers.Field):
-    def __init__(self, *, min_value: float, max_value: float, **kwargs):
-        self.min_value, self.max_value = min_value, max_value
-        super().__init__(**kwargs)
-
-    def to_internal_value(self, data: Any) -> float:
-        if isinstance(data, bool) or not isinstance(data, int | float) or not math.isfinite(data):
-            raise serializers.ValidationError(f"must be a number, got {data!r}")
-        if not self.min_value <= data <= self.max_value:
-            raise serializers.ValidationError(
-                f"must be between {self.min_value} and {self.max_value}"
-            )
-        return float(data)
-
-    def to_representation(self, value: float) -> float:
-        return value
-
-
-class JsonObjectField(serializers.Field):
-    def to_internal_value(self, data: Any) -> dict:
-        if not isinstance(data, dict):
-            raise serializers.ValidationError(f"must be a JSON object, got {type(data).__name__}")
-        return data
-
-    def to_representation(self, value: dict) -> dict:
-        return value
-
-
-_INT64 = 2**63 - 1
 
 
 class JobCreateInput(serializers.Serializer):
@@ -140,7 +109,7 @@ class JobCreateInput(serializers.Serializer):
     env_name = serializers.CharField(
         required=False, allow_null=True, allow_blank=True, max_length=255
     )
-    seeds = serializers.JSONField()
+    seeds = SeedListField()
     policy = JsonObjectField(required=False, allow_null=True)
     env_config = JsonObjectField(required=False, allow_null=True)
     verifier_config = JsonObjectField(required=False, allow_null=True)
@@ -172,7 +141,9 @@ class JobCreateInput(serializers.Serializer):
             raise serializers.ValidationError(
                 f"has {len(value)} seeds; at most {limit} are allowed"
             )
-        bad = [s for s in value if isinstance(s, bool) or not isinstance(s, int) or abs(s) > _INT64]
+        bad = [
+            s for s in value if isinstance(s, bool) or not isinstance(s, int) or abs(s) > INT64_MAX
+        ]
         if bad:
             raise serializers.ValidationError(f"must be a list of integers; {bad[0]!r} is not one")
         seen: set[int] = set()
@@ -206,7 +177,11 @@ class JobCreateInput(serializers.Serializer):
 
 
 class JobListCreateView(APIView):
-    @extend_schema(request=JobCreateInput, responses={201: dict}, summary="Create an eval job")
+    @extend_schema(
+        request=JobCreateInput,
+        responses={201: OBJECT, **ERRORS, 413: ERROR},
+        summary="Create an eval job",
+    )
     def post(self, request: Request) -> Response:
         if not isinstance(request.data, dict):
             raise exceptions.ValidationError({"body": ["must be a JSON object"]})
@@ -222,7 +197,7 @@ class JobListCreateView(APIView):
             OpenApiParameter("status", str, enum=list(JobStatus.values)),
             OpenApiParameter("cursor", str, description="from `next_cursor` of the previous page"),
         ],
-        responses={200: dict},
+        responses={200: OBJECT, **ERRORS},
         summary="List your eval jobs, newest first",
     )
     def get(self, request: Request) -> Response:
@@ -275,13 +250,13 @@ class JobCursorPagination(CursorPagination):
 
 
 class JobDetailView(APIView):
-    @extend_schema(responses={200: dict}, summary="Status and progress of a job")
+    @extend_schema(responses={200: OBJECT, **ERRORS}, summary="Status and progress of a job")
     def get(self, request: Request, job_id: str) -> Response:
         return Response(job_status_body(_owned_job(request, job_id)))
 
 
 class JobResultsView(APIView):
-    @extend_schema(responses={200: dict}, summary="Summary and per-seed results")
+    @extend_schema(responses={200: OBJECT, **ERRORS}, summary="Summary and per-seed results")
     def get(self, request: Request, job_id: str) -> Response:
         job = _owned_job(request, job_id)
         summary, rows = totals.job_results(job=job)
@@ -298,7 +273,7 @@ class JobResultsView(APIView):
 
 
 class JobCancelView(APIView):
-    @extend_schema(request=None, responses={200: dict}, summary="Cancel a job")
+    @extend_schema(request=None, responses={200: OBJECT, **ERRORS}, summary="Cancel a job")
     def post(self, request: Request, job_id: str) -> Response:
         job = services.job_cancel(job=_owned_job(request, job_id))
         return Response(job_status_body(job))
@@ -307,7 +282,7 @@ class JobCancelView(APIView):
 class JobEventsView(APIView):
     @extend_schema(
         parameters=[OpenApiParameter("since_seq", int), OpenApiParameter("limit", int)],
-        responses={200: dict},
+        responses={200: OBJECT, **ERRORS},
         summary="Numbered events of a job after `since_seq`",
     )
     def get(self, request: Request, job_id: str) -> Response:
@@ -341,7 +316,9 @@ def _int_param(request: Request, name: str, default: int, low: int, high: int) -
 
 
 class JobTracesView(APIView):
-    @extend_schema(responses={(200, "application/zip"): bytes}, summary="Zip of per-seed traces")
+    @extend_schema(
+        responses={(200, "application/zip"): bytes, **ERRORS}, summary="Zip of per-seed traces"
+    )
     def get(self, request: Request, job_id: str):
         # Under ASGI the body must be an async iterator, or Django collects it into memory.
         asynchronous = isinstance(request._request, ASGIRequest)
@@ -349,14 +326,16 @@ class JobTracesView(APIView):
 
 
 class SeedTraceView(APIView):
-    @extend_schema(responses={200: dict}, summary="One seed: its result row and trace document")
+    @extend_schema(
+        responses={200: OBJECT, **ERRORS}, summary="One seed: its result row and trace document"
+    )
     def get(self, request: Request, job_id: str, seed: str) -> Response:
         job = _owned_job(request, job_id)
         try:
             seed_number = int(seed)
         except ValueError:
             raise Http404("No such seed.") from None
-        if abs(seed_number) > _INT64:  # no such seed can exist, and the database would overflow
+        if abs(seed_number) > INT64_MAX:  # no such seed can exist, and the database would overflow
             raise Http404("No such seed.")
         seed_run = selectors.seed_run_get(job=job, seed=seed_number)
         if seed_run is None:

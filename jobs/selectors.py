@@ -17,7 +17,8 @@ def job_get_for_owner(*, owner: AbstractBaseUser, job_id: str) -> EvalJob | None
 def job_owned(*, owner: AbstractBaseUser, job_id: str) -> EvalJob:
     """The owner's job; 404 for a job that is not there or belongs to someone else (the API and
     the dashboard answer both the same, so nobody learns which ids exist)."""
-    job = job_get_for_owner(owner=owner, job_id=job_id)
+    # A NUL cannot be in any id, and PostgreSQL refuses to even compare one.
+    job = None if "\x00" in job_id else job_get_for_owner(owner=owner, job_id=job_id)
     if job is None:
         raise Http404("No such job.")
     return job
