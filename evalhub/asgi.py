@@ -7,13 +7,13 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalhub.settings")
 django_application = get_asgi_application()
 
 # The LLM interceptor is a lean ASGI app beside Django, in the same process: it is on the hot
-# path of every LLM call and skips Django's request machinery (see traces/interceptor.py).
-from traces.interceptor import PREFIX as INTERCEPTOR_PREFIX  # noqa: E402 - needs Django set up
-from traces.interceptor import interceptor  # noqa: E402
+# path of every LLM call and skips Django's request machinery (see traces/interceptor/).
+from traces.interceptor import interceptor  # noqa: E402 - needs Django set up
+from traces.tokens import INTERCEPTOR_PATH  # noqa: E402
 
 
 async def application(scope, receive, send):
-    if scope["type"] == "http" and scope["path"].startswith(INTERCEPTOR_PREFIX):
+    if scope["type"] == "http" and scope["path"].startswith(INTERCEPTOR_PATH):
         return await interceptor(scope, receive, send)
     if scope["type"] == "lifespan":
         return await _lifespan(receive, send)
@@ -21,9 +21,11 @@ async def application(scope, receive, send):
 
 
 async def _lifespan(receive, send):
+    """Process set-up and tear-down of the web process (uvicorn sends these)."""
     while True:
         message = await receive()
         if message["type"] == "lifespan.startup":
+            interceptor.startup()
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
             await interceptor.aclose()

@@ -1,0 +1,17 @@
+"""The LLM interceptor: an OpenAI-compatible proxy on the hot path of every LLM call.
+
+A lean ASGI app mounted beside Django in the same process (see `evalhub/asgi.py`): Django's
+request machinery costs more per call than this whole handler (the README has the numbers).
+Per call it does no database work at all once the token is cached: tokens resolve from an
+in-process cache (`access.py`), budgets are checked against per-job spent totals kept in memory
+(`budgets.py`), and the `LLMCall` row is written by a writer thread after the caller has its
+answer (`writer.py`). `relay.py` forwards and streams, `clients.py` holds the pooled client,
+`errors.py` the interceptor's own answers, `app.py` routing and the process's set-up.
+
+URLs: `<INTERCEPTOR_PATH><token>/chat/completions` (POST) and `<INTERCEPTOR_PATH><token>/models`.
+"""
+
+from traces.interceptor.app import Interceptor, interceptor
+from traces.interceptor.errors import InterceptorError
+
+__all__ = ["Interceptor", "InterceptorError", "interceptor"]

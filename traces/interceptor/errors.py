@@ -1,0 +1,49 @@
+"""Answers of the interceptor's own (not the provider's), in OpenAI's error shape."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+
+
+class InterceptorError(Exception):
+    """A refusal or failure the interceptor answers itself: status, type and message."""
+
+    def __init__(self, status: int, type_: str, message: str):
+        super().__init__(message)
+        self.status = status
+        self.type = type_
+        self.message = message
+
+    def body(self) -> bytes:
+        return error_body(self.message, self.type)
+
+
+def error_body(message: str, type_: str, code: Any = None) -> bytes:
+    error = {"message": message, "type": type_, "param": None, "code": code or type_}
+    return json.dumps({"error": error}).encode()
+
+
+def is_openai_error(body: bytes) -> bool:
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return False
+    return isinstance(data, dict) and "error" in data
+
+
+def upstream_failure(exc: httpx.HTTPError, *, answering: bool = False) -> InterceptorError:
+    """The one mapping of a failure to reach or read the provider: a timeout is 504, anything
+    else 502. `answering`: the provider had begun its answer (headers came) when it failed."""
+    timeout = isinstance(exc, httpx.TimeoutException)
+    if answering:
+        type_ = "upstream_timeout" if timeout else "upstream_error"
+        message = f"The provider's answer {'stalled' if timeout else 'was cut off'}."
+    else:
+        type_ = "upstream_timeout" if timeout else "upstream_unreachable"
+        message = (
+            f"The provider {'timed out' if timeout else 'is unreachable'}: {type(exc).__name__}"
+        )
+    return InterceptorError(504 if timeout else 502, type_, message)

@@ -1,0 +1,157 @@
+"""Forwarding one call to the provider and relaying its answer, plain or streamed, as the
+bytes arrive; what happened goes into the call's record.
+
+When a streaming caller did not ask for usage, usage is asked for anyway and the provider's
+usage-only chunk (`"choices": []`) is kept from the caller; everything else passes byte for byte.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+
+import httpx
+
+from traces.interceptor.asgi import pass_headers, send_json
+from traces.interceptor.errors import error_body, is_openai_error, upstream_failure
+from traces.services import CallRecord
+
+_EVENT_END = re.compile(rb"\r?\n\r?\n")
+
+
+def auth_headers(api_key: str) -> dict[str, str]:
+    return {"authorization": f"Bearer {api_key}"} if api_key else {}
+
+
+def with_usage_asked(record: CallRecord, body: bytes) -> tuple[bytes, bool]:
+    """(the body to send, whether the usage-only chunk must be stripped from the stream)."""
+    request = record.request
+    if not record.stream:
+        return body, False
+    options = request.get("stream_options")
+    if isinstance(options, dict) and options.get("include_usage"):
+        return body, False
+    options = dict(options) if isinstance(options, dict) else {}
+    options["include_usage"] = True
+    return json.dumps({**request, "stream_options": options}).encode(), True
+
+
+async def forward(client: httpx.AsyncClient, record: CallRecord, url: str, api_key: str,
+                  body: bytes, receive, send, t0: float) -> None:  # fmt: skip
+    body, strip_usage = with_usage_asked(record, body)
+    headers = {"content-type": "application/json", **auth_headers(api_key)}
+    req = client.build_request("POST", url, content=body, headers=headers)
+    try:
+        resp = await client.send(req, stream=True)
+    except httpx.HTTPError as exc:
+        failure = upstream_failure(exc)
+        record.http_status, record.error = failure.status, f"{failure.type}: {failure.message}"
+        await send_json(send, failure.status, failure.body())
+        return
+    # Time to first byte: the headers (a non-streamed answer comes right behind them).
+    record.ttft_ms = (time.perf_counter() - t0) * 1000
+    try:
+        record.http_status = resp.status_code
+        is_sse = resp.headers.get("content-type", "").startswith("text/event-stream")
+        if resp.status_code == 200 and is_sse:
+            await relay_stream(record, resp, receive, send, t0, strip_usage)
+        else:
+            await relay_plain(record, resp, send)
+    finally:
+        await resp.aclose()
+
+
+async def relay_plain(record: CallRecord, resp: httpx.Response, send) -> None:
+    try:
+        data = await resp.aread()
+    except httpx.HTTPError as exc:
+        failure = upstream_failure(exc, answering=True)
+        record.http_status, record.error = failure.status, f"{failure.type}: {type(exc).__name__}"
+        await send_json(send, failure.status, failure.body())
+        return
+    record.response_body = data
+    if resp.status_code >= 400:
+        excerpt = data[:2000].decode("utf-8", "replace")
+        record.error = f"upstream answered {resp.status_code}: {excerpt}"
+        if not is_openai_error(data):
+            data = error_body(
+                f"The provider answered {resp.status_code}.", "upstream_error", resp.status_code
+            )
+    await send_json(send, resp.status_code, data, headers=pass_headers(resp))
+
+
+async def relay_stream(record: CallRecord, resp: httpx.Response, receive, send, t0: float,
+                       strip_usage: bool) -> None:  # fmt: skip
+    record.response_is_sse = True
+    # The body is read, so the next ASGI message is the caller hanging up: then stop reading
+    # the provider (closing its stream stops the generation we would pay for).
+    hangup = asyncio.ensure_future(receive())
+    raw: list[bytes] = []
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [*pass_headers(resp), (b"cache-control", b"no-cache")],
+        }
+    )
+    try:
+        await _pump(record, resp, send, hangup, raw, t0, strip_usage)
+    except httpx.HTTPError as exc:
+        record.http_status = 502
+        record.error = f"stream_interrupted: the provider's stream broke off ({type(exc).__name__})"
+        message = "The provider's stream broke off midway."
+        event = b"data: " + error_body(message, "upstream_error", "stream_interrupted") + b"\n\n"
+        await send({"type": "http.response.body", "body": event, "more_body": True})
+    except OSError as exc:  # the caller went away
+        record.error = f"client_disconnected: {type(exc).__name__}"
+    finally:
+        hangup.cancel()
+        record.response_body = b"".join(raw)
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def _pump(record, resp, send, hangup, raw: list[bytes], t0: float, strip_usage: bool):
+    pending = b""
+    async for chunk in resp.aiter_bytes():
+        if not raw:  # a stream's headers come at once; its first chunk is what counts
+            record.ttft_ms = (time.perf_counter() - t0) * 1000
+        raw.append(chunk)
+        if hangup.done():
+            record.error = "client_disconnected: the caller closed the stream"
+            break
+        if not strip_usage:
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            continue
+        pending += chunk
+        out, pending = complete_events(pending)
+        if out:
+            await send({"type": "http.response.body", "body": out, "more_body": True})
+    if pending:
+        await send({"type": "http.response.body", "body": pending, "more_body": True})
+
+
+def complete_events(buffer: bytes) -> tuple[bytes, bytes]:
+    """(the complete SSE events of `buffer` minus the usage-only chunk, the incomplete rest)."""
+    out = []
+    start = 0
+    for match in _EVENT_END.finditer(buffer):
+        event = buffer[start : match.end()]
+        start = match.end()
+        if not _is_usage_only(event):
+            out.append(event)
+    return b"".join(out), buffer[start:]
+
+
+def _is_usage_only(event: bytes) -> bool:
+    if b'"choices":[]' not in event and b'"choices": []' not in event:
+        return False
+    for line in event.splitlines():
+        if line.startswith(b"data:"):
+            try:
+                data = json.loads(line[5:])
+            except ValueError:
+                return False
+            return isinstance(data, dict) and data.get("choices") == [] and bool(data.get("usage"))
+    return False
