@@ -4,14 +4,30 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, models, transaction
 from django.db.models import Max
 
 from jobs.models import JobEvent, SeedRun
 
 
+class EventType(models.TextChoices):
+    """Every type of job event: the `type` of a `JobEvent`, the `event:` of the SSE stream."""
+
+    JOB_CREATED = "eval.policy.job.created"
+    SEED_COMPLETED = "eval.policy.seed.completed"
+    JOB_COMPLETED = "eval.policy.job.completed"
+    JOB_FAILED = "eval.policy.job.failed"
+    JOB_CANCELLED = "eval.policy.job.cancelled"
+
+
+# A job's last event: nothing follows one of these.
+TERMINAL_EVENT_TYPES = frozenset(
+    {EventType.JOB_COMPLETED, EventType.JOB_FAILED, EventType.JOB_CANCELLED}
+)
+
+
 def job_event_append(
-    *, job_id: str, type: str, data: dict[str, Any], message: str = ""
+    *, job_id: str, type: EventType, data: dict[str, Any], message: str = ""
 ) -> JobEvent:
     """Append an event with the next sequence number of the job (1, 2, ...)."""
     payload = dict(data)
@@ -31,7 +47,7 @@ def seed_event_append(*, seed_run: SeedRun) -> JobEvent:
     """The seed run is over: its event carries the result as it was written."""
     return job_event_append(
         job_id=seed_run.job_id,
-        type="eval.policy.seed.completed",
+        type=EventType.SEED_COMPLETED,
         data={
             "seed": seed_run.seed,
             "status": seed_run.status,

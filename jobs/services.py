@@ -17,7 +17,7 @@ from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from evalhub import crypto
-from jobs.events import job_event_append
+from jobs.events import EventType, job_event_append
 from jobs.models import AttemptStatus, EvalJob, JobStatus, RolloutAttempt, SeedRun, SeedStatus
 
 SEED_RUN_BATCH = 2000
@@ -67,7 +67,7 @@ def job_create(*, owner: AbstractBaseUser, spec: JobSpec) -> EvalJob:
             (SeedRun(job=job, seed=seed) for seed in spec.seeds), batch_size=SEED_RUN_BATCH
         )
         job_event_append(
-            job_id=job.id, type="eval.policy.job.created", data={"num_seeds": len(spec.seeds)}
+            job_id=job.id, type=EventType.JOB_CREATED, data={"num_seeds": len(spec.seeds)}
         )
         transaction.on_commit(lambda: _dispatch(job.id))
     return job
@@ -97,7 +97,7 @@ def job_cancel(*, job: EvalJob) -> EvalJob:
         SeedRun.objects.filter(job=job, status=SeedStatus.PENDING).update(
             status=SeedStatus.CANCELLED, finished_at=now, error="cancelled"
         )
-        job_event_append(job_id=job.id, type="eval.policy.job.cancelled", data={})
+        job_event_append(job_id=job.id, type=EventType.JOB_CANCELLED, data={})
     return job
 
 
@@ -134,7 +134,7 @@ def job_fail(*, job_id: str, error: str) -> bool:
         RolloutAttempt.objects.filter(seed_run__job_id=job_id, status=AttemptStatus.RUNNING).update(
             status=AttemptStatus.ABANDONED, finished_at=now, error=error
         )
-        job_event_append(job_id=job_id, type="eval.policy.job.failed", data={"error": error})
+        job_event_append(job_id=job_id, type=EventType.JOB_FAILED, data={"error": error})
     return True
 
 
@@ -171,15 +171,13 @@ def job_finish_if_done(*, job_id: str) -> str | None:
             job.status = JobStatus.FAILED
             job.error = f"every seed failed: {rows[0]['error']}"
             job.save(update_fields=["status", "error", "completed_at"])
-            job_event_append(
-                job_id=job_id, type="eval.policy.job.failed", data={"error": job.error}
-            )
+            job_event_append(job_id=job_id, type=EventType.JOB_FAILED, data={"error": job.error})
         else:
             job.status = JobStatus.COMPLETED
             job.save(update_fields=["status", "completed_at"])
             job_event_append(
                 job_id=job_id,
-                type="eval.policy.job.completed",
+                type=EventType.JOB_COMPLETED,
                 data={"summary": json.loads(json.dumps(summary, default=str))},
             )
     return job.status
