@@ -28,7 +28,7 @@ from django.conf import settings
 from django.db import connections
 
 from evalhub import crypto
-from jobs import services, taskapp
+from jobs import leases, services, taskapp
 from jobs.models import AttemptStatus, EvalJob, JobStatus, SeedRun, SeedStatus
 from traces import tokens
 from traces.redaction import job_redactor
@@ -160,7 +160,7 @@ class JobRunner:
             if free >= batch or (free > 0 and now - last_claim >= POLL_S):
                 last_claim = now
                 claimed = await self._db(
-                    services.seed_run_claim,
+                    leases.seed_run_claim,
                     job_id=self.job_id, worker=self.worker, limit=free, lease_s=self.lease_s,
                 )  # fmt: skip
                 for seed_run in claimed:
@@ -193,7 +193,7 @@ class JobRunner:
 
     async def _renew(self) -> None:
         held = await self._db(
-            services.seed_run_lease_renew,
+            leases.seed_run_lease_renew,
             seed_run_ids=list(self.in_flight), worker=self.worker, lease_s=self.lease_s,
         )  # fmt: skip
         await self._db(services.job_heartbeat, job_id=self.job_id)
@@ -209,7 +209,7 @@ class JobRunner:
         await asyncio.gather(*tasks.values(), return_exceptions=True)
         if tasks and cancelled:
             n = await self._db(
-                services.seed_runs_cancel, seed_run_ids=list(tasks), worker=self.worker
+                leases.seed_runs_cancel, seed_run_ids=list(tasks), worker=self.worker
             )
             log.info("job %s cancelled: aborted %d rollouts", self.job_id, n)
 
@@ -217,7 +217,7 @@ class JobRunner:
         job = self.job
         token = tokens.token_new()
         attempt = await self._db(
-            services.rollout_attempt_start,
+            leases.rollout_attempt_start,
             seed_run=seed_run,
             token_hash=tokens.token_hash(token),
             worker=self.worker,
@@ -252,11 +252,11 @@ class JobRunner:
         latency_ms = (time.perf_counter() - started) * 1000
 
         if error is None:
-            end = services.AttemptEnd(
+            end = leases.AttemptEnd(
                 attempt_id=attempt.id, status=AttemptStatus.SUCCEEDED,
                 http_status=outcome.http_status, latency_ms=latency_ms,
             )  # fmt: skip
-            result = services.SeedResult(
+            result = leases.SeedResult(
                 score=outcome.score,
                 reward_mean=outcome.reward_mean,
                 outcome_score=outcome.outcome_score,
@@ -267,18 +267,18 @@ class JobRunner:
                 latency_ms=latency_ms,
             )
             await self._db(
-                services.seed_run_finish, seed_run_id=seed_run.id, worker=self.worker,
+                leases.seed_run_finish, seed_run_id=seed_run.id, worker=self.worker,
                 status=SeedStatus.SUCCEEDED, result=result, attempt=end,
             )  # fmt: skip
             return
 
-        end = services.AttemptEnd(
+        end = leases.AttemptEnd(
             attempt_id=attempt.id, status=AttemptStatus.FAILED, http_status=error.http_status,
             error=error.message, latency_ms=latency_ms,
         )  # fmt: skip
         if error.transient and seed_run.attempts < self.max_attempts:
             await self._db(
-                services.seed_run_retry_later, seed_run_id=seed_run.id, worker=self.worker,
+                leases.seed_run_retry_later, seed_run_id=seed_run.id, worker=self.worker,
                 delay_s=backoff_delay(attempt=seed_run.attempts), error=error.message,
                 attempt=end,
             )  # fmt: skip
@@ -287,9 +287,9 @@ class JobRunner:
         if seed_run.attempts > 1:
             message = f"{message} (attempt {seed_run.attempts} of {self.max_attempts})"
         await self._db(
-            services.seed_run_finish, seed_run_id=seed_run.id, worker=self.worker,
+            leases.seed_run_finish, seed_run_id=seed_run.id, worker=self.worker,
             status=SeedStatus.FAILED,
-            result=services.SeedResult(error=message, latency_ms=latency_ms), attempt=end,
+            result=leases.SeedResult(error=message, latency_ms=latency_ms), attempt=end,
         )  # fmt: skip
 
 

@@ -1,30 +1,24 @@
-"""Writes on eval jobs: create, cancel, record events. Views and tasks call these."""
+"""A job's life: create, start, cancel, fail, finish, and the periodic re-dispatch of jobs
+nobody works on. Views, tasks and the runner call these; the worker's claims and leases on
+seed runs are in jobs.leases, the events clients follow in jobs.events.
+"""
 
 from __future__ import annotations
 
 import json
-import secrets
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import IntegrityError, transaction
-from django.db.models import DateTimeField, Exists, F, Max, OuterRef, Q, Value
-from django.db.models.functions import Coalesce
+from django.db import transaction
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from evalhub import crypto
-from jobs.models import (
-    AttemptStatus,
-    EvalJob,
-    JobEvent,
-    JobStatus,
-    RolloutAttempt,
-    SeedRun,
-    SeedStatus,
-)
+from jobs.events import EventType, job_event_append
+from jobs.models import AttemptStatus, EvalJob, JobStatus, RolloutAttempt, SeedRun, SeedStatus
 
 SEED_RUN_BATCH = 2000
 
@@ -73,7 +67,7 @@ def job_create(*, owner: AbstractBaseUser, spec: JobSpec) -> EvalJob:
             (SeedRun(job=job, seed=seed) for seed in spec.seeds), batch_size=SEED_RUN_BATCH
         )
         job_event_append(
-            job_id=job.id, type="eval.policy.job.created", data={"num_seeds": len(spec.seeds)}
+            job_id=job.id, type=EventType.JOB_CREATED, data={"num_seeds": len(spec.seeds)}
         )
         transaction.on_commit(lambda: _dispatch(job.id))
     return job
@@ -103,60 +97,11 @@ def job_cancel(*, job: EvalJob) -> EvalJob:
         SeedRun.objects.filter(job=job, status=SeedStatus.PENDING).update(
             status=SeedStatus.CANCELLED, finished_at=now, error="cancelled"
         )
-        job_event_append(job_id=job.id, type="eval.policy.job.cancelled", data={})
+        job_event_append(job_id=job.id, type=EventType.JOB_CANCELLED, data={})
     return job
 
 
-def job_event_append(
-    *, job_id: str, type: str, data: dict[str, Any], message: str = ""
-) -> JobEvent:
-    """Append an event with the next sequence number of the job (1, 2, ...)."""
-    payload = dict(data)
-    if message:
-        payload.setdefault("message", message)
-    for _ in range(10):
-        try:
-            with transaction.atomic():
-                last = JobEvent.objects.filter(job_id=job_id).aggregate(m=Max("seq"))["m"] or 0
-                return JobEvent.objects.create(job_id=job_id, seq=last + 1, type=type, data=payload)
-        except IntegrityError:
-            continue  # another process took that number; read again
-    raise RuntimeError(f"could not append event {type} to job {job_id}")
-
-
-# --- Workers: job lifecycle, claims, leases, results ----------------------------------------
-#
-# Every write a worker makes is conditional on what it believes (the job is still running, it
-# still holds the seed's lease) and checks the row count, so a duplicated task, a worker whose
-# lease was taken over or a cancel racing with a result can never produce a second result.
-
 CONNECTION_ERROR_PREFIX = "task app unreachable"
-
-
-@dataclass(frozen=True)
-class SeedResult:
-    """What a finished rollout wrote into its seed run."""
-
-    score: float | None = None
-    reward_mean: float | None = None
-    outcome_score: float | None = None
-    events_score: float | None = None
-    verifier_score: float | None = None
-    metrics: dict[str, Any] | None = None
-    task_trace: Any = None
-    latency_ms: float | None = None
-    error: str | None = None
-
-
-@dataclass(frozen=True)
-class AttemptEnd:
-    """How a rollout attempt ended; written with the seed's update, in one transaction."""
-
-    attempt_id: int
-    status: str
-    http_status: int | None = None
-    error: str | None = None
-    latency_ms: float | None = None
 
 
 def job_start(*, job_id: str) -> EvalJob | None:
@@ -189,7 +134,7 @@ def job_fail(*, job_id: str, error: str) -> bool:
         RolloutAttempt.objects.filter(seed_run__job_id=job_id, status=AttemptStatus.RUNNING).update(
             status=AttemptStatus.ABANDONED, finished_at=now, error=error
         )
-        job_event_append(job_id=job_id, type="eval.policy.job.failed", data={"error": error})
+        job_event_append(job_id=job_id, type=EventType.JOB_FAILED, data={"error": error})
     return True
 
 
@@ -226,212 +171,16 @@ def job_finish_if_done(*, job_id: str) -> str | None:
             job.status = JobStatus.FAILED
             job.error = f"every seed failed: {rows[0]['error']}"
             job.save(update_fields=["status", "error", "completed_at"])
-            job_event_append(
-                job_id=job_id, type="eval.policy.job.failed", data={"error": job.error}
-            )
+            job_event_append(job_id=job_id, type=EventType.JOB_FAILED, data={"error": job.error})
         else:
             job.status = JobStatus.COMPLETED
             job.save(update_fields=["status", "completed_at"])
             job_event_append(
                 job_id=job_id,
-                type="eval.policy.job.completed",
+                type=EventType.JOB_COMPLETED,
                 data={"summary": json.loads(json.dumps(summary, default=str))},
             )
     return job.status
-
-
-def seed_run_claim(*, job_id: str, worker: str, limit: int, lease_s: float) -> list[SeedRun]:
-    """Claim up to `limit` seed runs of a running job for `worker`, never more than the job's
-    `max_concurrent` held under live leases over all workers. Claimable: pending seeds whose
-    backoff is over, and running seeds whose lease expired (their worker is gone)."""
-    if limit <= 0:
-        return []
-    now = timezone.now()
-    with transaction.atomic():
-        # The job row lock serializes claims on one job across workers (PostgreSQL); SQLite
-        # takes its write lock when the transaction begins (transaction_mode IMMEDIATE).
-        # NO KEY: inserting an event takes a key-share lock on the job row, which must not
-        # wait for a claim (a claim may wait for that event's seed row: a deadlock).
-        job = EvalJob.objects.select_for_update(no_key=True).filter(pk=job_id).first()
-        if job is None or job.status != JobStatus.RUNNING:
-            return []
-        seeds = SeedRun.objects.filter(job_id=job_id)
-        in_flight = seeds.filter(status=SeedStatus.RUNNING, lease_expires_at__gt=now).count()
-        slots = min(limit, job.max_concurrent - in_flight)
-        if slots <= 0:
-            return []
-        max_attempts = settings.EVALHUB_ROLLOUT_MAX_ATTEMPTS
-        expired = list(
-            seeds.filter(status=SeedStatus.RUNNING, lease_expires_at__lte=now)
-            .order_by("id")
-            .values_list("id", "attempts")[:slots]
-        )
-        if expired:
-            _attempts_abandon(
-                seed_run_ids=[i for i, _ in expired], error="the worker running it stopped"
-            )
-            spent = [i for i, n in expired if n >= max_attempts]
-            if spent:
-                _seed_runs_fail_spent(seed_run_ids=spent, job_id=job_id, now=now)
-        ids = [i for i, n in expired if n < max_attempts]
-        if len(ids) < slots:
-            ids += list(
-                seeds.filter(status=SeedStatus.PENDING)
-                .filter(Q(not_before__isnull=True) | Q(not_before__lte=now))
-                .order_by("id")
-                .values_list("id", flat=True)[: slots - len(ids)]
-            )
-        if not ids:
-            return []
-        claimed = SeedRun.objects.filter(pk__in=ids).filter(
-            Q(status=SeedStatus.PENDING) | Q(status=SeedStatus.RUNNING, lease_expires_at__lte=now)
-        )
-        claimed.update(
-            status=SeedStatus.RUNNING,
-            lease_owner=worker,
-            lease_expires_at=now + timedelta(seconds=lease_s),
-            attempts=F("attempts") + 1,
-            not_before=None,
-            started_at=Coalesce(F("started_at"), Value(now, output_field=DateTimeField())),
-        )
-        return list(SeedRun.objects.filter(pk__in=ids, lease_owner=worker).order_by("id"))
-
-
-def _attempts_abandon(*, seed_run_ids: list[int], error: str) -> None:
-    RolloutAttempt.objects.filter(
-        seed_run_id__in=seed_run_ids, status=AttemptStatus.RUNNING
-    ).update(status=AttemptStatus.ABANDONED, finished_at=timezone.now(), error=error)
-
-
-def _seed_runs_fail_spent(*, seed_run_ids: list[int], job_id: str, now) -> None:
-    error = "every attempt was lost with its worker (lease expired)"
-    for seed_run in SeedRun.objects.filter(pk__in=seed_run_ids):
-        seed_run.status = SeedStatus.FAILED
-        seed_run.error = error
-        seed_run.finished_at = now
-        seed_run.lease_owner = ""
-        seed_run.lease_expires_at = None
-        seed_run.save(
-            update_fields=["status", "error", "finished_at", "lease_owner", "lease_expires_at"]
-        )
-        _seed_event(seed_run)
-
-
-def seed_run_lease_renew(*, seed_run_ids: list[int], worker: str, lease_s: float) -> set[int]:
-    """Extend the leases `worker` still holds; returns the ids it holds (a seed that is missing
-    was cancelled or taken over: its rollout must stop)."""
-    if not seed_run_ids:
-        return set()
-    held = SeedRun.objects.filter(
-        pk__in=seed_run_ids, status=SeedStatus.RUNNING, lease_owner=worker
-    )
-    held.update(lease_expires_at=timezone.now() + timedelta(seconds=lease_s))
-    return set(held.values_list("id", flat=True))
-
-
-def rollout_attempt_start(
-    *, seed_run: SeedRun, token_hash: str, worker: str = ""
-) -> RolloutAttempt:
-    """Record the start of attempt number `seed_run.attempts` with a fresh run id."""
-    return RolloutAttempt.objects.create(
-        seed_run=seed_run,
-        worker=worker,
-        number=seed_run.attempts,
-        run_id=f"run-{secrets.token_hex(12)}",
-        token_hash=token_hash,
-        status=AttemptStatus.RUNNING,
-        started_at=timezone.now(),
-    )
-
-
-def rollout_attempt_finish(*, end: AttemptEnd) -> None:
-    RolloutAttempt.objects.filter(pk=end.attempt_id, status=AttemptStatus.RUNNING).update(
-        status=end.status,
-        http_status=end.http_status,
-        error=end.error,
-        latency_ms=end.latency_ms,
-        finished_at=timezone.now(),
-    )
-
-
-def _held_seed_runs(*, seed_run_ids: list[int], worker: str):
-    """The seed runs `worker` still holds; results are written only through this."""
-    return SeedRun.objects.filter(
-        pk__in=seed_run_ids, status=SeedStatus.RUNNING, lease_owner=worker
-    )
-
-
-def _release(held, **fields) -> int:
-    """Update the held seed runs and give their leases up."""
-    return held.update(lease_owner="", lease_expires_at=None, **fields)
-
-
-def seed_run_finish(
-    *,
-    seed_run_id: int,
-    worker: str,
-    status: str,
-    result: SeedResult,
-    attempt: AttemptEnd | None = None,
-) -> bool:
-    """Write the seed's one result, if `worker` still holds it; records the seed event (and
-    how the attempt ended, which is recorded either way: it was spent)."""
-    with transaction.atomic():
-        if attempt is not None:
-            rollout_attempt_finish(end=attempt)
-        updated = _release(
-            _held_seed_runs(seed_run_ids=[seed_run_id], worker=worker),
-            status=status,
-            score=result.score,
-            reward_mean=result.reward_mean,
-            outcome_score=result.outcome_score,
-            events_score=result.events_score,
-            verifier_score=result.verifier_score,
-            metrics=result.metrics,
-            task_trace=result.task_trace,
-            latency_ms=result.latency_ms,
-            error=result.error,
-            finished_at=timezone.now(),
-        )
-        if updated:
-            _seed_event(SeedRun.objects.get(pk=seed_run_id))
-    return bool(updated)
-
-
-def seed_run_retry_later(
-    *,
-    seed_run_id: int,
-    worker: str,
-    delay_s: float,
-    error: str,
-    attempt: AttemptEnd | None = None,
-) -> bool:
-    """Give the seed back (pending) after a transient failure; no worker may start it before
-    `delay_s` seconds have passed."""
-    now = timezone.now()
-    with transaction.atomic():
-        if attempt is not None:
-            rollout_attempt_finish(end=attempt)
-        updated = _release(
-            _held_seed_runs(seed_run_ids=[seed_run_id], worker=worker),
-            status=SeedStatus.PENDING,
-            not_before=now + timedelta(seconds=delay_s),
-            error=error,
-        )
-    return bool(updated)
-
-
-def seed_runs_cancel(*, seed_run_ids: list[int], worker: str) -> int:
-    """The job was cancelled while `worker` ran these: mark them and their attempts cancelled."""
-    now = timezone.now()
-    with transaction.atomic():
-        held = _held_seed_runs(seed_run_ids=seed_run_ids, worker=worker)
-        ids = list(held.values_list("id", flat=True))
-        _release(held, status=SeedStatus.CANCELLED, error="cancelled", finished_at=now)
-        RolloutAttempt.objects.filter(seed_run_id__in=ids, status=AttemptStatus.RUNNING).update(
-            status=AttemptStatus.CANCELLED, finished_at=now, error="cancelled"
-        )
-    return len(ids)
 
 
 def jobs_redispatch(*, now=None) -> list[str]:
@@ -474,18 +223,3 @@ def jobs_redispatch(*, now=None) -> list[str]:
             lease_expires_at=None,
         )  # fmt: skip
     return job_ids
-
-
-def _seed_event(seed_run: SeedRun) -> None:
-    job_event_append(
-        job_id=seed_run.job_id,
-        type="eval.policy.seed.completed",
-        data={
-            "seed": seed_run.seed,
-            "status": seed_run.status,
-            "score": seed_run.score,
-            "error": seed_run.error,
-            "attempts": seed_run.attempts,
-            "latency_ms": seed_run.latency_ms,
-        },
-    )

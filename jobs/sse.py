@@ -20,14 +20,10 @@ from rest_framework import exceptions
 
 from jobs import selectors
 from jobs.authentication import ApiKeyAuthentication
+from jobs.events import TERMINAL_EVENT_TYPES
 from jobs.models import EvalJob, JobEvent
 from jobs.public import event_body
 
-TERMINAL_EVENTS = {
-    "eval.policy.job.completed",
-    "eval.policy.job.failed",
-    "eval.policy.job.cancelled",
-}
 POLL_S = 0.5
 KEEPALIVE_S = 15.0
 
@@ -112,7 +108,7 @@ async def _stream(job_id: str, since: int) -> AsyncIterator[str]:
             yield _format(event)
             seq = event.seq
             last_sent = time.monotonic()
-            if event.type in TERMINAL_EVENTS:
+            if event.type in TERMINAL_EVENT_TYPES:
                 return
         if terminal and not events:
             return

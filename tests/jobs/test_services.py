@@ -1,4 +1,4 @@
-"""The worker-side services: claims, leases, results, the periodic re-dispatch."""
+"""A job's life: finishing when every seed is over, the periodic re-dispatch."""
 
 from __future__ import annotations
 
@@ -8,98 +8,11 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from jobs import services
+from jobs import leases, services
 from jobs.models import EvalJob, JobEvent, RolloutAttempt, SeedRun
+from tests.jobs.conftest import claim
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def job(db) -> EvalJob:
-    owner = get_user_model().objects.create(username="owner")
-    spec = services.JobSpec(
-        task_app_url="http://127.0.0.1:9", seeds=list(range(10)), max_concurrent=3
-    )
-    created = services.job_create(owner=owner, spec=spec)
-    return services.job_start(job_id=created.id)
-
-
-def claim(job, worker="w1", limit=100, lease_s=60.0):
-    return services.seed_run_claim(job_id=job.id, worker=worker, limit=limit, lease_s=lease_s)
-
-
-def test_claims_never_exceed_max_concurrent_over_all_workers(job):
-    first = claim(job, "w1", limit=2)
-    second = claim(job, "w2", limit=5)
-    third = claim(job, "w3", limit=5)
-    assert len(first) == 2 and len(second) == 1 and third == []
-    assert {sr.lease_owner for sr in first} == {"w1"}
-    assert all(sr.status == "running" and sr.attempts == 1 for sr in first + second)
-    assert len({sr.id for sr in first + second}) == 3
-
-
-def test_claim_skips_seed_runs_held_by_a_live_lease_and_takes_expired_ones(job):
-    held = claim(job, "w1", limit=3)
-    SeedRun.objects.filter(pk=held[0].pk).update(
-        lease_expires_at=timezone.now() - timedelta(seconds=1)
-    )
-    attempt = services.rollout_attempt_start(seed_run=held[0], token_hash="a" * 64)
-    taken = claim(job, "w2", limit=5)
-    assert [sr.pk for sr in taken] == [held[0].pk]
-    assert taken[0].attempts == 2 and taken[0].lease_owner == "w2"
-    attempt.refresh_from_db()
-    assert attempt.status == "abandoned" and attempt.finished_at is not None
-    # w1's late result is refused: the seed is no longer its own
-    assert not services.seed_run_finish(
-        seed_run_id=held[0].pk, worker="w1", status="succeeded", result=services.SeedResult(score=1)
-    )
-    assert services.seed_run_finish(
-        seed_run_id=held[0].pk,
-        worker="w2",
-        status="succeeded",
-        result=services.SeedResult(score=0.5),
-    )
-    assert SeedRun.objects.get(pk=held[0].pk).score == 0.5
-    assert JobEvent.objects.filter(job=job, type="eval.policy.seed.completed").count() == 1
-
-
-def test_a_seed_lost_with_its_worker_too_often_is_failed(job, settings):
-    settings.EVALHUB_ROLLOUT_MAX_ATTEMPTS = 1
-    (held,) = claim(job, "w1", limit=1)
-    SeedRun.objects.filter(pk=held.pk).update(
-        lease_expires_at=timezone.now() - timedelta(seconds=1)
-    )
-    taken = claim(job, "w2", limit=1)
-    assert held.pk not in [sr.pk for sr in taken]
-    held.refresh_from_db()
-    assert held.status == "failed" and "lease expired" in held.error
-
-
-def test_retry_later_respects_the_backoff(job):
-    (seed_run,) = claim(job, "w1", limit=1)
-    assert services.seed_run_retry_later(
-        seed_run_id=seed_run.pk, worker="w1", delay_s=3600, error="HTTP 503"
-    )
-    taken = claim(job, "w2", limit=10)
-    assert seed_run.pk not in [sr.pk for sr in taken]
-    SeedRun.objects.filter(pk=seed_run.pk).update(not_before=timezone.now())
-    for sr in taken:
-        services.seed_run_finish(
-            seed_run_id=sr.pk, worker="w2", status="succeeded", result=services.SeedResult(score=1)
-        )
-    again = claim(job, "w3", limit=10)
-    assert seed_run.pk in [sr.pk for sr in again]
-    assert SeedRun.objects.get(pk=seed_run.pk).attempts == 2
-
-
-def test_lease_renewal_reports_seeds_no_longer_held(job):
-    a, b = claim(job, "w1", limit=2)
-    services.job_cancel(job=job)
-    SeedRun.objects.filter(pk=b.pk).update(status="cancelled")
-    assert services.seed_run_lease_renew(seed_run_ids=[a.pk, b.pk], worker="w1", lease_s=60) == {
-        a.pk
-    }
-    assert claim(job, "w2") == []  # a cancelled job gives out nothing
 
 
 def test_job_completes_when_every_seed_is_over_and_fails_when_none_could_connect(db):
@@ -111,11 +24,11 @@ def test_job_completes_when_every_seed_is_over_and_fails_when_none_could_connect
         services.job_start(job_id=job.id)
         assert services.job_finish_if_done(job_id=job.id) is None  # seeds still pending
         for sr in claim(job):
-            services.seed_run_finish(
+            leases.seed_run_finish(
                 seed_run_id=sr.pk,
                 worker="w1",
                 status="failed",
-                result=services.SeedResult(error=error),
+                result=leases.SeedResult(error=error),
             )
         assert services.job_finish_if_done(job_id=job.id) == expected
         assert services.job_finish_if_done(job_id=job.id) is None  # only once
@@ -138,7 +51,7 @@ def test_redispatch_picks_jobs_without_a_live_runner_once_per_lease_period(job, 
 
 def test_redispatch_tidies_running_seeds_of_a_cancelled_job_whose_worker_died(job):
     (sr,) = claim(job, "w1", limit=1)
-    services.rollout_attempt_start(seed_run=sr, token_hash="b" * 64)
+    leases.rollout_attempt_start(seed_run=sr, token_hash="b" * 64)
     services.job_cancel(job=job)
     SeedRun.objects.filter(pk=sr.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
     services.jobs_redispatch()

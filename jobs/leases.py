@@ -1,0 +1,242 @@
+"""The worker's side of a job: claims, leases, attempts and results.
+
+Every write a worker makes is conditional on what it believes (the job is still running, it
+still holds the seed's lease) and checks the row count, so a duplicated task, a worker whose
+lease was taken over or a cancel racing with a result can never produce a second result.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import DateTimeField, F, Q, Value
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from jobs.events import seed_event_append
+from jobs.models import AttemptStatus, EvalJob, JobStatus, RolloutAttempt, SeedRun, SeedStatus
+
+
+@dataclass(frozen=True)
+class SeedResult:
+    """What a finished rollout wrote into its seed run."""
+
+    score: float | None = None
+    reward_mean: float | None = None
+    outcome_score: float | None = None
+    events_score: float | None = None
+    verifier_score: float | None = None
+    metrics: dict[str, Any] | None = None
+    task_trace: Any = None
+    latency_ms: float | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class AttemptEnd:
+    """How a rollout attempt ended; written with the seed's update, in one transaction."""
+
+    attempt_id: int
+    status: str
+    http_status: int | None = None
+    error: str | None = None
+    latency_ms: float | None = None
+
+
+def seed_run_claim(*, job_id: str, worker: str, limit: int, lease_s: float) -> list[SeedRun]:
+    """Claim up to `limit` seed runs of a running job for `worker`, never more than the job's
+    `max_concurrent` held under live leases over all workers. Claimable: pending seeds whose
+    backoff is over, and running seeds whose lease expired (their worker is gone)."""
+    if limit <= 0:
+        return []
+    now = timezone.now()
+    with transaction.atomic():
+        # The job row lock serializes claims on one job across workers (PostgreSQL); SQLite
+        # takes its write lock when the transaction begins (transaction_mode IMMEDIATE).
+        # NO KEY: inserting an event takes a key-share lock on the job row, which must not
+        # wait for a claim (a claim may wait for that event's seed row: a deadlock).
+        job = EvalJob.objects.select_for_update(no_key=True).filter(pk=job_id).first()
+        if job is None or job.status != JobStatus.RUNNING:
+            return []
+        seeds = SeedRun.objects.filter(job_id=job_id)
+        in_flight = seeds.filter(status=SeedStatus.RUNNING, lease_expires_at__gt=now).count()
+        slots = min(limit, job.max_concurrent - in_flight)
+        if slots <= 0:
+            return []
+        max_attempts = settings.EVALHUB_ROLLOUT_MAX_ATTEMPTS
+        expired = list(
+            seeds.filter(status=SeedStatus.RUNNING, lease_expires_at__lte=now)
+            .order_by("id")
+            .values_list("id", "attempts")[:slots]
+        )
+        if expired:
+            _attempts_abandon(
+                seed_run_ids=[i for i, _ in expired], error="the worker running it stopped"
+            )
+            spent = [i for i, n in expired if n >= max_attempts]
+            if spent:
+                _seed_runs_fail_spent(seed_run_ids=spent, job_id=job_id, now=now)
+        ids = [i for i, n in expired if n < max_attempts]
+        if len(ids) < slots:
+            ids += list(
+                seeds.filter(status=SeedStatus.PENDING)
+                .filter(Q(not_before__isnull=True) | Q(not_before__lte=now))
+                .order_by("id")
+                .values_list("id", flat=True)[: slots - len(ids)]
+            )
+        if not ids:
+            return []
+        claimed = SeedRun.objects.filter(pk__in=ids).filter(
+            Q(status=SeedStatus.PENDING) | Q(status=SeedStatus.RUNNING, lease_expires_at__lte=now)
+        )
+        claimed.update(
+            status=SeedStatus.RUNNING,
+            lease_owner=worker,
+            lease_expires_at=now + timedelta(seconds=lease_s),
+            attempts=F("attempts") + 1,
+            not_before=None,
+            started_at=Coalesce(F("started_at"), Value(now, output_field=DateTimeField())),
+        )
+        return list(SeedRun.objects.filter(pk__in=ids, lease_owner=worker).order_by("id"))
+
+
+def _attempts_abandon(*, seed_run_ids: list[int], error: str) -> None:
+    RolloutAttempt.objects.filter(
+        seed_run_id__in=seed_run_ids, status=AttemptStatus.RUNNING
+    ).update(status=AttemptStatus.ABANDONED, finished_at=timezone.now(), error=error)
+
+
+def _seed_runs_fail_spent(*, seed_run_ids: list[int], job_id: str, now) -> None:
+    error = "every attempt was lost with its worker (lease expired)"
+    for seed_run in SeedRun.objects.filter(pk__in=seed_run_ids):
+        seed_run.status = SeedStatus.FAILED
+        seed_run.error = error
+        seed_run.finished_at = now
+        seed_run.lease_owner = ""
+        seed_run.lease_expires_at = None
+        seed_run.save(
+            update_fields=["status", "error", "finished_at", "lease_owner", "lease_expires_at"]
+        )
+        seed_event_append(seed_run=seed_run)
+
+
+def seed_run_lease_renew(*, seed_run_ids: list[int], worker: str, lease_s: float) -> set[int]:
+    """Extend the leases `worker` still holds; returns the ids it holds (a seed that is missing
+    was cancelled or taken over: its rollout must stop)."""
+    if not seed_run_ids:
+        return set()
+    held = SeedRun.objects.filter(
+        pk__in=seed_run_ids, status=SeedStatus.RUNNING, lease_owner=worker
+    )
+    held.update(lease_expires_at=timezone.now() + timedelta(seconds=lease_s))
+    return set(held.values_list("id", flat=True))
+
+
+def rollout_attempt_start(
+    *, seed_run: SeedRun, token_hash: str, worker: str = ""
+) -> RolloutAttempt:
+    """Record the start of attempt number `seed_run.attempts` with a fresh run id."""
+    return RolloutAttempt.objects.create(
+        seed_run=seed_run,
+        worker=worker,
+        number=seed_run.attempts,
+        run_id=f"run-{secrets.token_hex(12)}",
+        token_hash=token_hash,
+        status=AttemptStatus.RUNNING,
+        started_at=timezone.now(),
+    )
+
+
+def rollout_attempt_finish(*, end: AttemptEnd) -> None:
+    RolloutAttempt.objects.filter(pk=end.attempt_id, status=AttemptStatus.RUNNING).update(
+        status=end.status,
+        http_status=end.http_status,
+        error=end.error,
+        latency_ms=end.latency_ms,
+        finished_at=timezone.now(),
+    )
+
+
+def _held_seed_runs(*, seed_run_ids: list[int], worker: str):
+    """The seed runs `worker` still holds; results are written only through this."""
+    return SeedRun.objects.filter(
+        pk__in=seed_run_ids, status=SeedStatus.RUNNING, lease_owner=worker
+    )
+
+
+def _release(held, **fields) -> int:
+    """Update the held seed runs and give their leases up."""
+    return held.update(lease_owner="", lease_expires_at=None, **fields)
+
+
+def seed_run_finish(
+    *,
+    seed_run_id: int,
+    worker: str,
+    status: str,
+    result: SeedResult,
+    attempt: AttemptEnd | None = None,
+) -> bool:
+    """Write the seed's one result, if `worker` still holds it; records the seed event (and
+    how the attempt ended, which is recorded either way: it was spent)."""
+    with transaction.atomic():
+        if attempt is not None:
+            rollout_attempt_finish(end=attempt)
+        updated = _release(
+            _held_seed_runs(seed_run_ids=[seed_run_id], worker=worker),
+            status=status,
+            score=result.score,
+            reward_mean=result.reward_mean,
+            outcome_score=result.outcome_score,
+            events_score=result.events_score,
+            verifier_score=result.verifier_score,
+            metrics=result.metrics,
+            task_trace=result.task_trace,
+            latency_ms=result.latency_ms,
+            error=result.error,
+            finished_at=timezone.now(),
+        )
+        if updated:
+            seed_event_append(seed_run=SeedRun.objects.get(pk=seed_run_id))
+    return bool(updated)
+
+
+def seed_run_retry_later(
+    *,
+    seed_run_id: int,
+    worker: str,
+    delay_s: float,
+    error: str,
+    attempt: AttemptEnd | None = None,
+) -> bool:
+    """Give the seed back (pending) after a transient failure; no worker may start it before
+    `delay_s` seconds have passed."""
+    now = timezone.now()
+    with transaction.atomic():
+        if attempt is not None:
+            rollout_attempt_finish(end=attempt)
+        updated = _release(
+            _held_seed_runs(seed_run_ids=[seed_run_id], worker=worker),
+            status=SeedStatus.PENDING,
+            not_before=now + timedelta(seconds=delay_s),
+            error=error,
+        )
+    return bool(updated)
+
+
+def seed_runs_cancel(*, seed_run_ids: list[int], worker: str) -> int:
+    """The job was cancelled while `worker` ran these: mark them and their attempts cancelled."""
+    now = timezone.now()
+    with transaction.atomic():
+        held = _held_seed_runs(seed_run_ids=seed_run_ids, worker=worker)
+        ids = list(held.values_list("id", flat=True))
+        _release(held, status=SeedStatus.CANCELLED, error="cancelled", finished_at=now)
+        RolloutAttempt.objects.filter(seed_run_id__in=ids, status=AttemptStatus.RUNNING).update(
+            status=AttemptStatus.CANCELLED, finished_at=now, error="cancelled"
+        )
+    return len(ids)

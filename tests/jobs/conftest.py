@@ -1,0 +1,22 @@
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from jobs import leases, services
+from jobs.models import EvalJob, SeedRun
+
+
+@pytest.fixture
+def job(db) -> EvalJob:
+    """A running job of ten seeds, at most three at a time; no worker works on it."""
+    owner = get_user_model().objects.create(username="owner")
+    spec = services.JobSpec(
+        task_app_url="http://127.0.0.1:9", seeds=list(range(10)), max_concurrent=3
+    )
+    created = services.job_create(owner=owner, spec=spec)
+    return services.job_start(job_id=created.id)
+
+
+def claim(job, worker="w1", limit=100, lease_s=60.0) -> list[SeedRun]:
+    return leases.seed_run_claim(job_id=job.id, worker=worker, limit=limit, lease_s=lease_s)
