@@ -162,7 +162,9 @@ class RolloutAttempt(models.Model):
     run_id = models.CharField(max_length=64, unique=True)
     # SHA-256 of the interceptor token; the token itself lives only in the inference URL.
     token_hash = models.CharField(max_length=64, unique=True)
-    status = models.CharField(max_length=16, default="running")
+    status = models.CharField(
+        max_length=16, choices=AttemptStatus.choices, default=AttemptStatus.RUNNING
+    )
     # The runner that made the attempt (host:pid:id), for finding its logs.
     worker = models.CharField(max_length=128, blank=True, default="")
     http_status = models.PositiveIntegerField(null=True, blank=True)

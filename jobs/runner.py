@@ -30,7 +30,7 @@ from django.db import connections
 from evalhub import crypto
 from jobs import leases, services, taskapp
 from jobs.models import AttemptStatus, EvalJob, JobStatus, SeedRun, SeedStatus
-from traces import tokens
+from traces import tokens, totals
 from traces.redaction import job_redactor
 
 log = logging.getLogger(__name__)
@@ -168,7 +168,11 @@ class JobRunner:
             if not self.in_flight:
                 if not await self._db(_job_has_pending, job_id=self.job_id):
                     # Nothing left for us; seeds other workers still hold end the job there.
-                    await self._db(services.job_finish_if_done, job_id=self.job_id)
+                    await self._db(
+                        services.job_finish_if_done,
+                        job_id=self.job_id,
+                        summarize=totals.job_summary,
+                    )
                     return
                 await asyncio.sleep(POLL_S)  # backoff running, or the other workers use all slots
                 continue
@@ -214,6 +218,8 @@ class JobRunner:
             log.info("job %s cancelled: aborted %d rollouts", self.job_id, n)
 
     async def _seed(self, seed_run: SeedRun) -> None:
+        """One attempt at a seed: a fresh token and run id, the rollout, then its result or a
+        retry later."""
         job = self.job
         token = tokens.token_new()
         attempt = await self._db(
@@ -234,46 +240,56 @@ class JobRunner:
             timeout_s=job.timeout_s,
         )
         started = time.perf_counter()
-        error: taskapp.TaskAppError | None = None
+        outcome, error = await self._rollout(body)
+        latency_ms = (time.perf_counter() - started) * 1000
+        if error is None:
+            await self._succeeded(seed_run, attempt.id, outcome, latency_ms)
+        else:
+            await self._failed(seed_run, attempt.id, error, latency_ms)
+
+    async def _rollout(self, body: dict) -> tuple[taskapp.RolloutOutcome | None, Any]:
+        """(outcome, None) or (None, the TaskAppError), within the job's timeout."""
+        job = self.job
         try:
             async with asyncio.timeout(job.timeout_s), self.clients.lease() as client:
                 outcome = await taskapp.rollout_post(
                     client, base_url=job.task_app_url, api_key=self.api_key, body=body
                 )
+            return outcome, None
         except TimeoutError:
             error = taskapp.TaskAppError(
                 f"rollout timed out after {job.timeout_s:g}s", transient=False
             )
         except taskapp.TaskAppError as exc:
             error = exc
-        if error is not None:
-            # A task app may echo what it was sent: keep the key and the token out of errors.
-            error.message = self.redactor.text(error.message)
-        latency_ms = (time.perf_counter() - started) * 1000
+        # A task app may echo what it was sent: keep the key and the token out of errors.
+        error.message = self.redactor.text(error.message)
+        return None, error
 
-        if error is None:
-            end = leases.AttemptEnd(
-                attempt_id=attempt.id, status=AttemptStatus.SUCCEEDED,
-                http_status=outcome.http_status, latency_ms=latency_ms,
-            )  # fmt: skip
-            result = leases.SeedResult(
-                score=outcome.score,
-                reward_mean=outcome.reward_mean,
-                outcome_score=outcome.outcome_score,
-                events_score=outcome.events_score,
-                verifier_score=outcome.verifier_score,
-                metrics=outcome.metrics,
-                task_trace=outcome.trace,
-                latency_ms=latency_ms,
-            )
-            await self._db(
-                leases.seed_run_finish, seed_run_id=seed_run.id, worker=self.worker,
-                status=SeedStatus.SUCCEEDED, result=result, attempt=end,
-            )  # fmt: skip
-            return
-
+    async def _succeeded(self, seed_run, attempt_id: int, outcome, latency_ms: float) -> None:
         end = leases.AttemptEnd(
-            attempt_id=attempt.id, status=AttemptStatus.FAILED, http_status=error.http_status,
+            attempt_id=attempt_id, status=AttemptStatus.SUCCEEDED,
+            http_status=outcome.http_status, latency_ms=latency_ms,
+        )  # fmt: skip
+        result = leases.SeedResult(
+            score=outcome.score,
+            reward_mean=outcome.reward_mean,
+            outcome_score=outcome.outcome_score,
+            events_score=outcome.events_score,
+            verifier_score=outcome.verifier_score,
+            metrics=outcome.metrics,
+            task_trace=outcome.trace,
+            latency_ms=latency_ms,
+        )
+        await self._db(
+            leases.seed_run_finish, seed_run_id=seed_run.id, worker=self.worker,
+            status=SeedStatus.SUCCEEDED, result=result, attempt=end,
+        )  # fmt: skip
+
+    async def _failed(self, seed_run, attempt_id: int, error, latency_ms: float) -> None:
+        """Retry later when the failure is transient and attempts are left; else the result."""
+        end = leases.AttemptEnd(
+            attempt_id=attempt_id, status=AttemptStatus.FAILED, http_status=error.http_status,
             error=error.message, latency_ms=latency_ms,
         )  # fmt: skip
         if error.transient and seed_run.attempts < self.max_attempts:

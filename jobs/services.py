@@ -6,6 +6,7 @@ seed runs are in jobs.leases, the events clients follow in jobs.events.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -17,8 +18,10 @@ from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from evalhub import crypto
+from jobs.dispatch import job_dispatch
 from jobs.events import EventType, job_event_append
 from jobs.models import AttemptStatus, EvalJob, JobStatus, RolloutAttempt, SeedRun, SeedStatus
+from jobs.taskapp import CONNECTION_ERROR_PREFIX
 
 SEED_RUN_BATCH = 2000
 
@@ -69,17 +72,8 @@ def job_create(*, owner: AbstractBaseUser, spec: JobSpec) -> EvalJob:
         job_event_append(
             job_id=job.id, type=EventType.JOB_CREATED, data={"num_seeds": len(spec.seeds)}
         )
-        transaction.on_commit(lambda: _dispatch(job.id))
+        transaction.on_commit(lambda: job_dispatch(job.id))
     return job
-
-
-def _dispatch(job_id: str) -> None:
-    # Imported here: tasks import services, and the Celery app needs Django set up first.
-    from jobs.tasks import job_run
-
-    # One message per runner wanted: several workers share a big job by claiming from its rows.
-    for _ in range(settings.EVALHUB_JOB_FANOUT):
-        job_run.delay(job_id)
 
 
 def job_cancel(*, job: EvalJob) -> EvalJob:
@@ -99,9 +93,6 @@ def job_cancel(*, job: EvalJob) -> EvalJob:
         )
         job_event_append(job_id=job.id, type=EventType.JOB_CANCELLED, data={})
     return job
-
-
-CONNECTION_ERROR_PREFIX = "task app unreachable"
 
 
 def job_start(*, job_id: str) -> EvalJob | None:
@@ -144,12 +135,14 @@ def job_heartbeat(*, job_id: str) -> str | None:
     return EvalJob.objects.filter(pk=job_id).values_list("status", flat=True).first()
 
 
-def job_finish_if_done(*, job_id: str) -> str | None:
+def job_finish_if_done(
+    *, job_id: str, summarize: Callable[[EvalJob], dict[str, Any]]
+) -> str | None:
     """When no seed is pending or running any more, end the job: `completed`, or `failed` when
     not one seed succeeded and every one failed because the task app could not be reached.
-    Returns the new status, or None when the job is not finished (or someone else ended it)."""
-    from traces import totals
-
+    `summarize` gives the summary the `completed` event carries (it sums LLM calls, which is
+    traces' business: the worker passes `traces.totals.job_summary`). Returns the new status,
+    or None when the job is not finished (or someone else ended it)."""
     with transaction.atomic():
         job = EvalJob.objects.select_for_update(no_key=True).filter(pk=job_id).first()
         if job is None or job.status != JobStatus.RUNNING:
@@ -159,17 +152,20 @@ def job_finish_if_done(*, job_id: str) -> str | None:
         )
         if open_seeds.exists():
             return None
-        summary, rows = totals.job_results(job=job)
-        unreachable = bool(rows) and all(
-            r["status"] == SeedStatus.FAILED
-            and (r["error"] or "").startswith(CONNECTION_ERROR_PREFIX)
-            for r in rows
+        ended = list(
+            SeedRun.objects.filter(job_id=job_id)
+            .order_by("seed")
+            .values_list("status", "error")[:1]
         )
+        reachable = SeedRun.objects.filter(job_id=job_id).exclude(
+            status=SeedStatus.FAILED, error__startswith=CONNECTION_ERROR_PREFIX
+        )
+        unreachable = bool(ended) and not reachable.exists()
         now = timezone.now()
         job.completed_at = now
         if unreachable:
             job.status = JobStatus.FAILED
-            job.error = f"every seed failed: {rows[0]['error']}"
+            job.error = f"every seed failed: {ended[0][1]}"
             job.save(update_fields=["status", "error", "completed_at"])
             job_event_append(job_id=job_id, type=EventType.JOB_FAILED, data={"error": job.error})
         else:
@@ -178,7 +174,7 @@ def job_finish_if_done(*, job_id: str) -> str | None:
             job_event_append(
                 job_id=job_id,
                 type=EventType.JOB_COMPLETED,
-                data={"summary": json.loads(json.dumps(summary, default=str))},
+                data={"summary": json.loads(json.dumps(summarize(job), default=str))},
             )
     return job.status
 

@@ -17,6 +17,9 @@ import httpx
 
 # How much of a task app's error body is kept in an error message.
 BODY_EXCERPT = 300
+# Every error that means "no connection could be made" begins so; a job whose every seed
+# failed so ends `failed` (jobs.services.job_finish_if_done).
+CONNECTION_ERROR_PREFIX = "task app unreachable"
 
 
 class TaskAppError(Exception):
@@ -71,6 +74,8 @@ def rollout_request_build(
     policy_config["trace_correlation_id"] = trace_correlation_id
     return {
         "run_id": run_id,
+        # synth-ai 0.4.12+ task apps require it at the top level, 0.4.4 reads it from the policy.
+        "trace_correlation_id": trace_correlation_id,
         "env": {"env_name": env_name, "config": env_config, "seed": seed},
         "policy": {"policy_name": policy.get("policy_name"), "config": policy_config},
         "record": {
@@ -105,7 +110,7 @@ async def task_app_probe(
             error = _describe(exc)
         except httpx.HTTPError:
             return None  # connected, then slow or rude: it is there
-    return f"task app unreachable at {base_url}: {error}"
+    return f"{CONNECTION_ERROR_PREFIX} at {base_url}: {error}"
 
 
 async def rollout_post(
@@ -115,7 +120,7 @@ async def rollout_post(
     try:
         response = await client.post(f"{base_url}/rollout", json=body, headers=headers_for(api_key))
     except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-        raise TaskAppUnreachable(f"task app unreachable: {_describe(exc)}") from None
+        raise TaskAppUnreachable(f"{CONNECTION_ERROR_PREFIX}: {_describe(exc)}") from None
     except httpx.HTTPError as exc:
         # The connection was made and then broke (reset, protocol error): the task app may
         # have died mid-rollout; another try is reasonable.

@@ -9,24 +9,22 @@ from __future__ import annotations
 import logging
 
 from evalhub.celery import app
+from jobs import runner, services
+from jobs.dispatch import JOB_RUN_TASK, JOBS_REDISPATCH_TASK, job_dispatch
 
 log = logging.getLogger(__name__)
 
 
-@app.task(name="jobs.job_run")
+@app.task(name=JOB_RUN_TASK)
 def job_run(job_id: str) -> None:
     """Work on the job's seed runs until none is left to claim (see jobs.runner). Safe to
     deliver twice: seeds are claimed atomically, so a second run shares the work."""
-    from jobs import runner
-
     runner.job_run(job_id=job_id)
 
 
-@app.task(name="jobs.jobs_redispatch")
+@app.task(name=JOBS_REDISPATCH_TASK)
 def jobs_redispatch() -> None:
     """Periodic (Celery beat): hand out again the jobs nobody is working on."""
-    from jobs import services
-
     for job_id in services.jobs_redispatch():
         log.info("job %s: no live runner, dispatching it again", job_id)
-        job_run.delay(job_id)
+        job_dispatch(job_id)

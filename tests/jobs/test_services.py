@@ -11,6 +11,7 @@ from django.utils import timezone
 from jobs import leases, services
 from jobs.models import EvalJob, JobEvent, RolloutAttempt, SeedRun
 from tests.jobs.conftest import claim
+from traces.totals import job_summary
 
 pytestmark = pytest.mark.django_db
 
@@ -22,7 +23,9 @@ def test_job_completes_when_every_seed_is_over_and_fails_when_none_could_connect
             owner=owner, spec=services.JobSpec(task_app_url="http://x", seeds=[1, 2])
         )
         services.job_start(job_id=job.id)
-        assert services.job_finish_if_done(job_id=job.id) is None  # seeds still pending
+        assert (
+            services.job_finish_if_done(job_id=job.id, summarize=job_summary) is None
+        )  # seeds still pending
         for sr in claim(job):
             leases.seed_run_finish(
                 seed_run_id=sr.pk,
@@ -30,8 +33,10 @@ def test_job_completes_when_every_seed_is_over_and_fails_when_none_could_connect
                 status="failed",
                 result=leases.SeedResult(error=error),
             )
-        assert services.job_finish_if_done(job_id=job.id) == expected
-        assert services.job_finish_if_done(job_id=job.id) is None  # only once
+        assert services.job_finish_if_done(job_id=job.id, summarize=job_summary) == expected
+        assert (
+            services.job_finish_if_done(job_id=job.id, summarize=job_summary) is None
+        )  # only once
         last = JobEvent.objects.filter(job=job).order_by("-seq").first()
         assert last.type == f"eval.policy.job.{expected}"
 

@@ -1,0 +1,32 @@
+"""Handing a job to the workers: one Celery message carrying only the job id.
+
+Sent by task name, so the code that creates jobs needs nothing of the worker's modules. A
+broker that is down does not lose the job: it is committed already, and Celery beat's
+`jobs.jobs_redispatch` hands out every job no runner has shown a sign of life for.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.conf import settings
+
+from evalhub.celery import app
+
+log = logging.getLogger(__name__)
+
+JOB_RUN_TASK = "jobs.job_run"
+JOBS_REDISPATCH_TASK = "jobs.jobs_redispatch"
+
+
+def job_dispatch(job_id: str) -> bool:
+    """Send the job to the workers (`EVALHUB_JOB_FANOUT` messages: several workers share a big
+    job by claiming from its rows). False when the broker could not be reached."""
+    try:
+        for _ in range(settings.EVALHUB_JOB_FANOUT):
+            app.send_task(JOB_RUN_TASK, args=[job_id])
+    except Exception:  # any broker failure: the job waits in the database for the redispatch
+        log.warning("job %s: the broker is unreachable; it will be handed out later", job_id,
+                    exc_info=True)  # fmt: skip
+        return False
+    return True
