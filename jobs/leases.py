@@ -20,17 +20,14 @@ from django.utils import timezone
 
 from jobs.events import seed_event_append
 from jobs.models import AttemptStatus, EvalJob, JobStatus, RolloutAttempt, SeedRun, SeedStatus
+from jobs.scores import Scores
 
 
 @dataclass(frozen=True)
 class SeedResult:
     """What a finished rollout wrote into its seed run."""
 
-    score: float | None = None
-    reward_mean: float | None = None
-    outcome_score: float | None = None
-    events_score: float | None = None
-    verifier_score: float | None = None
+    scores: Scores = Scores()
     metrics: dict[str, Any] | None = None
     task_trace: Any = None
     latency_ms: float | None = None
@@ -190,11 +187,7 @@ def seed_run_finish(
         updated = _release(
             _held_seed_runs(seed_run_ids=[seed_run_id], worker=worker),
             status=status,
-            score=result.score,
-            reward_mean=result.reward_mean,
-            outcome_score=result.outcome_score,
-            events_score=result.events_score,
-            verifier_score=result.verifier_score,
+            **result.scores.as_fields(),
             metrics=result.metrics,
             task_trace=result.task_trace,
             latency_ms=result.latency_ms,

@@ -272,11 +272,7 @@ class JobRunner:
             http_status=outcome.http_status, latency_ms=latency_ms,
         )  # fmt: skip
         result = leases.SeedResult(
-            score=outcome.score,
-            reward_mean=outcome.reward_mean,
-            outcome_score=outcome.outcome_score,
-            events_score=outcome.events_score,
-            verifier_score=outcome.verifier_score,
+            scores=outcome.scores,
             metrics=outcome.metrics,
             task_trace=outcome.trace,
             latency_ms=latency_ms,

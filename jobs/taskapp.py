@@ -15,6 +15,8 @@ from typing import Any
 
 import httpx
 
+from jobs.scores import Scores
+
 # How much of a task app's error body is kept in an error message.
 BODY_EXCERPT = 300
 # Every error that means "no connection could be made" begins so; a job whose every seed
@@ -39,11 +41,9 @@ class TaskAppUnreachable(TaskAppError):
 
 @dataclass(frozen=True)
 class RolloutOutcome:
-    score: float | None
-    reward_mean: float | None = None
-    outcome_score: float | None = None
-    events_score: float | None = None
-    verifier_score: float | None = None
+    """A task app's valid answer to `POST /rollout`."""
+
+    scores: Scores
     metrics: dict[str, Any] = field(default_factory=dict)
     trace: Any = None
     http_status: int = 200
@@ -175,11 +175,13 @@ def rollout_response_parse(*, status_code: int, content: bytes) -> RolloutOutcom
         raise _bad(status_code, "metrics has none of outcome_reward, outcome_score or reward_mean")
     trace = data.get("trace")
     return RolloutOutcome(
-        score=score,
-        reward_mean=numbers["reward_mean"],
-        outcome_score=numbers["outcome_score"],
-        events_score=numbers["events_score"],
-        verifier_score=verifier_score,
+        scores=Scores(
+            score=score,
+            reward_mean=numbers["reward_mean"],
+            outcome_score=numbers["outcome_score"],
+            events_score=numbers["events_score"],
+            verifier_score=verifier_score,
+        ),
         metrics=metrics,
         trace=trace if isinstance(trace, dict | list) else None,
         http_status=status_code,

@@ -15,6 +15,7 @@ import orjson
 from django.db.models import Prefetch, QuerySet
 
 from jobs.models import EvalJob, RolloutAttempt, SeedRun
+from jobs.scores import Scores
 from traces import totals
 from traces.messages import first_choice, reasoning_of
 from traces.models import LLMCall
@@ -172,11 +173,7 @@ def seed_trace(
         "seed": seed_run.seed,
         "status": seed_run.status,
         "error": seed_run.error,
-        "score": seed_run.score,
-        "reward_mean": seed_run.reward_mean,
-        "outcome_score": seed_run.outcome_score,
-        "events_score": seed_run.events_score,
-        "verifier_score": seed_run.verifier_score,
+        **Scores.of(seed_run).as_fields(),
         "latency_ms": seed_run.latency_ms,
         "started_at": iso(seed_run.started_at),
         "finished_at": iso(seed_run.finished_at),

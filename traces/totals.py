@@ -18,6 +18,7 @@ from typing import Any
 from django.db.models import Avg, Count, Q, Sum
 
 from jobs.models import EvalJob, SeedRun, SeedStatus
+from jobs.scores import Scores
 from traces.models import BUDGET_EXCEEDED, LLMCall
 
 
@@ -153,11 +154,7 @@ def seed_result_row(seed_run: SeedRun, usage: Usage | None) -> dict[str, Any]:
     return {
         "seed": seed_run.seed,
         "status": seed_run.status,
-        "score": seed_run.score,
-        "reward_mean": seed_run.reward_mean,
-        "outcome_score": seed_run.outcome_score,
-        "events_score": seed_run.events_score,
-        "verifier_score": seed_run.verifier_score,
+        **Scores.of(seed_run).as_fields(),
         "latency_ms": seed_run.latency_ms,
         **(usage or NO_USAGE).row_fields(),
         "attempts": seed_run.attempts,

@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from jobs import leases, services
 from jobs.models import JobEvent, SeedRun
+from jobs.scores import Scores
 from tests.jobs.conftest import claim
 
 pytestmark = pytest.mark.django_db
@@ -37,13 +38,16 @@ def test_claim_skips_seed_runs_held_by_a_live_lease_and_takes_expired_ones(job):
     assert attempt.status == "abandoned" and attempt.finished_at is not None
     # w1's late result is refused: the seed is no longer its own
     assert not leases.seed_run_finish(
-        seed_run_id=held[0].pk, worker="w1", status="succeeded", result=leases.SeedResult(score=1)
+        seed_run_id=held[0].pk,
+        worker="w1",
+        status="succeeded",
+        result=leases.SeedResult(scores=Scores(score=1)),
     )
     assert leases.seed_run_finish(
         seed_run_id=held[0].pk,
         worker="w2",
         status="succeeded",
-        result=leases.SeedResult(score=0.5),
+        result=leases.SeedResult(scores=Scores(score=0.5)),
     )
     assert SeedRun.objects.get(pk=held[0].pk).score == 0.5
     assert JobEvent.objects.filter(job=job, type="eval.policy.seed.completed").count() == 1
@@ -71,7 +75,10 @@ def test_retry_later_respects_the_backoff(job):
     SeedRun.objects.filter(pk=seed_run.pk).update(not_before=timezone.now())
     for sr in taken:
         leases.seed_run_finish(
-            seed_run_id=sr.pk, worker="w2", status="succeeded", result=leases.SeedResult(score=1)
+            seed_run_id=sr.pk,
+            worker="w2",
+            status="succeeded",
+            result=leases.SeedResult(scores=Scores(score=1)),
         )
     again = claim(job, "w3", limit=10)
     assert seed_run.pk in [sr.pk for sr in again]

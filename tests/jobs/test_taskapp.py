@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from jobs.scores import Scores
 from jobs.taskapp import TaskAppError, headers_for, rollout_response_parse
 
 
@@ -16,12 +17,14 @@ def parse(body, status=200):
 
 def test_score_is_outcome_reward_then_outcome_score_then_reward_mean():
     assert (
-        parse({"metrics": {"outcome_reward": 0.1, "outcome_score": 0.2, "reward_mean": 0.3}}).score
+        parse(
+            {"metrics": {"outcome_reward": 0.1, "outcome_score": 0.2, "reward_mean": 0.3}}
+        ).scores.score
         == 0.1
     )
-    assert parse({"metrics": {"outcome_score": 0.2, "reward_mean": 0.3}}).score == 0.2
-    assert parse({"metrics": {"reward_mean": 0.3}}).score == 0.3
-    assert parse({"metrics": {"outcome_reward": 0}}).score == 0.0
+    assert parse({"metrics": {"outcome_score": 0.2, "reward_mean": 0.3}}).scores.score == 0.2
+    assert parse({"metrics": {"reward_mean": 0.3}}).scores.score == 0.3
+    assert parse({"metrics": {"outcome_reward": 0}}).scores.score == 0.0
 
 
 def test_keeps_the_other_scores_details_and_trace():
@@ -36,7 +39,9 @@ def test_keeps_the_other_scores_details_and_trace():
             "trace": {"steps": []},
         }
     )
-    assert (outcome.reward_mean, outcome.events_score, outcome.verifier_score) == (0.5, 0.25, 0.75)
+    assert outcome.scores == Scores(
+        score=1.0, reward_mean=0.5, events_score=0.25, verifier_score=0.75
+    )
     assert outcome.trace == {"steps": []}
     assert outcome.metrics["details"] == {"verifier_score": 0.75}
     assert parse({"metrics": {"outcome_reward": 1}, "trace": "a string"}).trace is None
