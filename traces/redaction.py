@@ -139,10 +139,15 @@ class RedactingFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         redactor = server_redactor()
-        message = record.getMessage()
-        clean = redactor.text(message)
-        if clean != message:
-            record.msg, record.args = clean, ()
+        if isinstance(record.args, tuple) and record.args:
+            # Keep the arguments' shape: formatters such as uvicorn's access log read them.
+            record.msg = redactor.text(str(record.msg))
+            record.args = tuple(redactor.text(a) if isinstance(a, str) else a for a in record.args)
+        else:
+            message = record.getMessage()
+            clean = redactor.text(message)
+            if clean != message:
+                record.msg, record.args = clean, ()
         if record.exc_info and not record.exc_text and record.exc_info[1] is not None:
             text = logging.Formatter().formatException(record.exc_info)
             scrubbed = redactor.text(text)

@@ -17,6 +17,8 @@ def test_access_log_lines_do_not_carry_interceptor_tokens():
     line = record.getMessage()
     assert "s3cr3tT0ken" not in line
     assert "/api/interceptor/v1/<redacted>/chat/completions" in line
+    # uvicorn's access formatter unpacks exactly these five arguments.
+    assert isinstance(record.args, tuple) and len(record.args) == 5
 
 
 def test_a_token_anywhere_in_the_path_is_masked():
