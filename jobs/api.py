@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.core.handlers.asgi import ASGIRequest
 from django.http import Http404
@@ -20,13 +19,8 @@ from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from jobs import selectors, services
-from jobs.fields import (
-    INT64_MAX,
-    JsonObjectField,
-    SeedListField,
-    StrictIntegerField,
-    StrictNumberField,
-)
+from jobs.fields import INT64_MAX
+from jobs.inputs import JobCancelInput, JobCreateInput
 from jobs.models import EvalJob, JobStatus
 from jobs.public import event_body, job_status_body
 from traces import totals
@@ -96,84 +90,6 @@ ERRORS = {400: ERROR, 401: ERROR, 404: ERROR}
 
 
 # --- POST /api/eval/jobs --------------------------------------------------------------------
-
-
-class JobCreateInput(serializers.Serializer):
-    task_app_url = serializers.CharField(max_length=2048)
-    task_app_api_key = serializers.CharField(
-        required=False, allow_null=True, allow_blank=True, max_length=4096
-    )
-    app_id = serializers.CharField(
-        required=False, allow_null=True, allow_blank=True, max_length=255
-    )
-    env_name = serializers.CharField(
-        required=False, allow_null=True, allow_blank=True, max_length=255
-    )
-    seeds = SeedListField()
-    policy = JsonObjectField(required=False, allow_null=True)
-    env_config = JsonObjectField(required=False, allow_null=True)
-    verifier_config = JsonObjectField(required=False, allow_null=True)
-    mode = serializers.ChoiceField(choices=["eval", "rl"], required=False, allow_null=True)
-    max_concurrent = StrictIntegerField(min_value=1, required=False, allow_null=True)
-    timeout = StrictNumberField(min_value=1.0, max_value=1.0, required=False, allow_null=True)
-    max_cost_usd = StrictNumberField(min_value=0.0, max_value=1e9, required=False, allow_null=True)
-    max_tokens = StrictIntegerField(min_value=1, required=False, allow_null=True)
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        # Limits come from settings, read when the request is validated.
-        self.fields["max_concurrent"].max_value = settings.EVALHUB_MAX_CONCURRENT
-        self.fields["timeout"].max_value = settings.EVALHUB_MAX_TIMEOUT_S
-
-    def validate_task_app_url(self, value: str) -> str:
-        parsed = urlparse(value.strip())
-        if parsed.scheme not in ("http", "https") or not parsed.netloc:
-            raise serializers.ValidationError("must be an http:// or https:// URL with a host")
-        return value.strip().rstrip("/")
-
-    def validate_seeds(self, value: Any) -> list[int]:
-        if not isinstance(value, list):
-            raise serializers.ValidationError("must be a list of integers")
-        if not value:
-            raise serializers.ValidationError("must not be empty")
-        limit = settings.EVALHUB_MAX_SEEDS
-        if len(value) > limit:
-            raise serializers.ValidationError(
-                f"has {len(value)} seeds; at most {limit} are allowed"
-            )
-        bad = [
-            s for s in value if isinstance(s, bool) or not isinstance(s, int) or abs(s) > INT64_MAX
-        ]
-        if bad:
-            raise serializers.ValidationError(f"must be a list of integers; {bad[0]!r} is not one")
-        seen: set[int] = set()
-        duplicates = sorted({s for s in value if s in seen or seen.add(s)})
-        if duplicates:
-            raise serializers.ValidationError(f"has duplicates: {duplicates[:10]}")
-        return value
-
-    def to_spec(self) -> services.JobSpec:
-        d = self.validated_data
-
-        def given(name: str, default: Any) -> Any:
-            value = d.get(name)
-            return default if value is None else value
-
-        return services.JobSpec(
-            task_app_url=d["task_app_url"],
-            seeds=d["seeds"],
-            task_app_api_key=d.get("task_app_api_key") or None,
-            app_id=d.get("app_id") or None,
-            env_name=d.get("env_name") or None,
-            policy=given("policy", {}),
-            env_config=given("env_config", {}),
-            verifier_config=d.get("verifier_config"),
-            mode=given("mode", "eval"),
-            max_concurrent=given("max_concurrent", 5),
-            timeout=given("timeout", 600.0),
-            max_cost_usd=d.get("max_cost_usd"),
-            max_tokens=d.get("max_tokens"),
-        )
 
 
 class JobListCreateView(APIView):
@@ -273,10 +189,66 @@ class JobResultsView(APIView):
 
 
 class JobCancelView(APIView):
-    @extend_schema(request=None, responses={200: OBJECT, **ERRORS}, summary="Cancel a job")
+    @extend_schema(
+        request=JobCancelInput, responses={200: OBJECT, **ERRORS}, summary="Cancel a job"
+    )
     def post(self, request: Request, job_id: str) -> Response:
-        job = services.job_cancel(job=_owned_job(request, job_id))
-        return Response(job_status_body(job))
+        data = JobCancelInput(data=request.data if isinstance(request.data, dict) else {})
+        data.is_valid(raise_exception=True)
+        job = _owned_job(request, job_id)
+        already = job.is_terminal
+        job = services.job_cancel(job=job)
+        if already and job.status != JobStatus.CANCELLED:
+            message = f"Job is already {job.status}; nothing to cancel."
+        else:
+            message = "Job cancelled."
+            if data.validated_data.get("reason"):
+                message = f"Job cancelled: {data.validated_data['reason']}"
+        # synth-ai 0.6+ reads {job_id, status, message}; the status body follows.
+        return Response({**job_status_body(job), "message": message})
+
+
+class WorkflowStateView(APIView):
+    @extend_schema(responses={200: OBJECT, **ERRORS}, summary="A job's state in one read")
+    def get(self, request: Request, job_id: str) -> Response:
+        """synth-ai 0.6+'s `EvalJob.query_workflow_state()`: the job's state in the shape it
+        reads (evalhub has no workflow engine; the state is the job's)."""
+        job = _owned_job(request, job_id)
+        progress = selectors.job_progress(job=job)
+        return Response(
+            {
+                "job_id": job.id,
+                "query_name": "job_state",
+                "workflow_state": {
+                    "job_id": job.id,
+                    "run_id": None,
+                    "status": job.status,
+                    "progress": f"{progress['completed']}/{progress['total']} seeds completed",
+                    "error": job.error,
+                },
+            }
+        )
+
+
+class NotServedView(APIView):
+    """Endpoints of synth's own backend that newer synth-ai clients call and evalhub does not
+    serve: a 404 that says so (the clients treat a failed upload as a warning)."""
+
+    detail = ""
+
+    @extend_schema(responses={404: ERROR}, summary="Not served by evalhub")
+    def get(self, request: Request) -> Response:
+        return Response({"error": "not_served", "detail": self.detail}, status=404)
+
+    @extend_schema(request=None, responses={404: ERROR}, summary="Not served by evalhub")
+    def post(self, request: Request) -> Response:
+        return self.get(request)
+
+
+SEALED_KEYS_NOT_SERVED = (
+    "evalhub does not store task-app keys ahead of time: send `task_app_api_key` with each job "
+    "(it is encrypted at rest and sent to the task app as X-API-Key)."
+)
 
 
 class JobEventsView(APIView):

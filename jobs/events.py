@@ -7,7 +7,7 @@ from typing import Any
 from django.db import IntegrityError, models, transaction
 from django.db.models import Max
 
-from jobs.models import JobEvent, SeedRun
+from jobs.models import EvalJob, JobEvent, SeedRun, SeedStatus
 
 
 class EventType(models.TextChoices):
@@ -44,7 +44,12 @@ def job_event_append(
 
 
 def seed_event_append(*, seed_run: SeedRun) -> JobEvent:
-    """The seed run is over: its event carries the result as it was written."""
+    """The seed run is over: its event carries the result as it was written, and the job's
+    progress (`completed` of `total` seeds), which stream followers show."""
+    completed = SeedRun.objects.filter(
+        job_id=seed_run.job_id, status__in=[SeedStatus.SUCCEEDED, SeedStatus.FAILED]
+    ).count()
+    total = EvalJob.objects.filter(pk=seed_run.job_id).values_list("num_seeds", flat=True).first()
     return job_event_append(
         job_id=seed_run.job_id,
         type=EventType.SEED_COMPLETED,
@@ -55,5 +60,7 @@ def seed_event_append(*, seed_run: SeedRun) -> JobEvent:
             "error": seed_run.error,
             "attempts": seed_run.attempts,
             "latency_ms": seed_run.latency_ms,
+            "completed": completed,
+            "total": total,
         },
     )

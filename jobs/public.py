@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from jobs import selectors
+from jobs.events import EventType
 from jobs.models import EvalJob, JobEvent
 
 
@@ -44,10 +45,33 @@ def job_status_body(job: EvalJob, progress: dict[str, int] | None = None) -> dic
 
 
 def event_body(event: JobEvent) -> dict[str, Any]:
+    data = event_data(event)
     return {
         "seq": event.seq,
+        "job_id": event.job_id,
         "type": event.type,
-        "message": event.data.get("message", ""),
-        "data": event.data,
+        "message": data.get("message", ""),
+        "data": data,
         "created_at": event.created_at,
     }
+
+
+def event_data(event: JobEvent) -> dict[str, Any]:
+    """An event's `data` as clients read it. A seed's own status is `seed_status`: synth-ai's
+    streamer (0.7.x) ends its stream on any event whose `data.status` is a terminal word such
+    as "succeeded" or "failed". The job's events carry `completed` and `total` (and the
+    completed event the `mean_reward` of its summary) for followers showing progress."""
+    data = dict(event.data)
+    if event.type == EventType.SEED_COMPLETED and "status" in data:
+        data["seed_status"] = data.pop("status")
+    elif event.type == EventType.JOB_CREATED and "num_seeds" in data:
+        data.setdefault("completed", 0)
+        data.setdefault("total", data["num_seeds"])
+    elif event.type == EventType.JOB_COMPLETED and isinstance(data.get("summary"), dict):
+        summary = data["summary"]
+        data.setdefault("mean_reward", summary.get("mean_reward"))
+        data.setdefault("total", summary.get("num_seeds"))
+        data.setdefault(
+            "completed", (summary.get("num_successful") or 0) + (summary.get("num_failed") or 0)
+        )
+    return data

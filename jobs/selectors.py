@@ -3,8 +3,10 @@ summary are sums over LLM calls: `traces.totals`.)"""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Count, QuerySet
+from django.db.models import Avg, Count, QuerySet
 from django.http import Http404
 
 from jobs.models import EvalJob, JobEvent, SeedRun, SeedStatus
@@ -31,8 +33,9 @@ def job_list(*, owner: AbstractBaseUser, status: str | None = None) -> QuerySet[
     return jobs.order_by("-created_at", "-id")
 
 
-def job_progress_many(*, jobs: list[EvalJob]) -> dict[str, dict[str, int]]:
-    """Progress of each job, counted by the database in one query for all of them."""
+def job_progress_many(*, jobs: list[EvalJob]) -> dict[str, dict[str, Any]]:
+    """Progress of each job, and the mean reward of its succeeded seeds so far (None before the
+    first), counted by the database in two queries for all of them."""
     counts: dict[str, dict[str, int]] = {job.id: {} for job in jobs}
     for job_id, status, n in (
         SeedRun.objects.filter(job_id__in=list(counts))
@@ -41,17 +44,29 @@ def job_progress_many(*, jobs: list[EvalJob]) -> dict[str, dict[str, int]]:
         .order_by()
     ):
         counts[job_id][status] = n
-    return {job.id: _progress(job=job, counts=counts[job.id]) for job in jobs}
+    means = dict(
+        SeedRun.objects.filter(
+            job_id__in=list(counts), status=SeedStatus.SUCCEEDED, score__isnull=False
+        )
+        .values_list("job_id")
+        .annotate(mean=Avg("score"))
+        .order_by()
+    )
+    return {
+        job.id: _progress(job=job, counts=counts[job.id], mean_reward=means.get(job.id))
+        for job in jobs
+    }
 
 
-def job_progress(*, job: EvalJob) -> dict[str, int]:
+def job_progress(*, job: EvalJob) -> dict[str, Any]:
     return job_progress_many(jobs=[job])[job.id]
 
 
-def _progress(*, job: EvalJob, counts: dict[str, int]) -> dict[str, int]:
+def _progress(*, job: EvalJob, counts: dict[str, int], mean_reward: float | None) -> dict[str, Any]:
     succeeded = counts.get(SeedStatus.SUCCEEDED, 0)
     failed = counts.get(SeedStatus.FAILED, 0)
     return {
+        "mean_reward": mean_reward,
         "completed": succeeded + failed,
         "total": job.num_seeds,
         "succeeded": succeeded,

@@ -1,8 +1,10 @@
 """GET /api/eval/jobs/{id}/events/stream: a job's events as server-sent events.
 
 Each event is sent as `id: <seq>`, `event: <type>`, `data: <json>`; a client that reconnects
-with `Last-Event-ID` (or asks with `?since_seq=`) gets only what follows. The stream ends after
-the job's terminal event. An async view: a long-lived stream holds no thread while it waits.
+with `Last-Event-ID` (or asks with `?since_seq=`) gets only what follows. The stream stays open
+(with keep-alive comments) until the job is over, and ends after its terminal event with an
+`sse.stream.ended` event (no id: it is not one of the job's events), the end marker synth-ai's
+streamers (0.7.x) stop on. An async view: a long-lived stream holds no thread while it waits.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from jobs.public import event_body
 
 POLL_S = 0.5
 KEEPALIVE_S = 15.0
+STREAM_ENDED = "sse.stream.ended"
 
 
 async def job_events_stream(request: HttpRequest, job_id: str) -> HttpResponse:
@@ -98,7 +101,18 @@ def _format(event: JobEvent) -> str:
     return f"id: {event.seq}\nevent: {event.type}\ndata: {data}\n\n"
 
 
+def _ended(job_id: str) -> str:
+    data = json.dumps({"type": STREAM_ENDED, "job_id": job_id, "message": "stream ended"})
+    return f"event: {STREAM_ENDED}\ndata: {data}\n\n"
+
+
 async def _stream(job_id: str, since: int) -> AsyncIterator[str]:
+    async for chunk in _job_events(job_id, since):
+        yield chunk
+    yield _ended(job_id)
+
+
+async def _job_events(job_id: str, since: int) -> AsyncIterator[str]:
     seq = since
     last_sent = time.monotonic()
     yield "retry: 2000\n\n"

@@ -1,7 +1,10 @@
 """The task-app client: the health probe and `POST /rollout`, and reading the answer.
 
 Task apps are user code, so nothing in a RolloutResponse is trusted: a body that is not JSON, a
-field of the wrong type or missing metrics becomes a `TaskAppError` with a readable message.
+field of the wrong type or no reward object becomes a `TaskAppError` with a readable message.
+
+The reward object is `reward_info` (synth-ai 0.5.0 and later) or `metrics` (0.4.x); both carry
+`outcome_reward` and may carry `outcome_objectives`, `event_rewards` and `details`.
 Errors say whether trying again could help (`transient`): connection failures, timeouts to
 connect, 429 and 5xx answers can; any other answer cannot.
 """
@@ -39,14 +42,27 @@ class TaskAppUnreachable(TaskAppError):
         super().__init__(message, transient=True)
 
 
+# Answer fields kept beside the reward object (synth-ai 0.5.0+): the rollout's infrastructure
+# status, its free-form detail, and what the rollout produced.
+ANSWER_EXTRAS = ("success_status", "status_detail", "artifact")
+# The reward object's fields read as numbers, and those of them a score is taken from, in order
+# (`outcome_objectives.reward` comes second: a task app reporting only objectives is scored).
+NUMBER_FIELDS = ("outcome_reward", "outcome_score", "reward_mean", "events_score")
+
+
 @dataclass(frozen=True)
 class RolloutOutcome:
-    """A task app's valid answer to `POST /rollout`."""
+    """A task app's valid answer to `POST /rollout`.
+
+    `metrics` is what is kept of it for the seed run: the reward object as the task app sent
+    it (`reward_info` or `metrics`, with its `outcome_objectives`, `event_rewards`, `details`),
+    plus the answer's `success_status`, `status_detail` and `artifact` when present."""
 
     scores: Scores
     metrics: dict[str, Any] = field(default_factory=dict)
     trace: Any = None
     http_status: int = 200
+    outcome_objectives: dict[str, float] | None = None
 
 
 def headers_for(api_key: str | None) -> dict[str, str]:
@@ -149,52 +165,93 @@ def rollout_response_parse(*, status_code: int, content: bytes) -> RolloutOutcom
         raise _bad(status_code, f"body is not JSON: {_excerpt(content)}") from None
     if not isinstance(data, dict):
         raise _bad(status_code, f"body is a JSON {type(data).__name__}, not an object")
-    metrics = data.get("metrics")
-    if not isinstance(metrics, dict):
-        raise _bad(status_code, "no `metrics` object in the RolloutResponse")
-
-    numbers = {
-        name: _number(metrics, name, status_code)
-        for name in ("outcome_reward", "outcome_score", "reward_mean", "events_score")
-    }
-    details = metrics.get("details")
-    verifier_score = None
-    if isinstance(details, dict):
-        verifier_score = _number(details, "verifier_score", status_code)
-    if verifier_score is None:
-        verifier_score = _number(metrics, "verifier_score", status_code)
-    score = next(
-        (
-            numbers[name]
-            for name in ("outcome_reward", "outcome_score", "reward_mean")
-            if numbers[name] is not None
-        ),
-        None,
-    )
-    if score is None:
-        raise _bad(status_code, "metrics has none of outcome_reward, outcome_score or reward_mean")
+    source, reward = _reward_object(data, status_code)
+    objectives = _objectives(reward, source, status_code)
+    scores = _scores(reward, source, objectives, status_code)
+    kept = dict(reward)
+    for name in ANSWER_EXTRAS:
+        value = data.get(name)
+        if value is None:
+            continue
+        if name != "artifact" and not isinstance(value, str):
+            raise _bad(status_code, f"{name} is {_short(value)}, not a string")
+        kept.setdefault(name, value)
     trace = data.get("trace")
     return RolloutOutcome(
-        scores=Scores(
-            score=score,
-            reward_mean=numbers["reward_mean"],
-            outcome_score=numbers["outcome_score"],
-            events_score=numbers["events_score"],
-            verifier_score=verifier_score,
-        ),
-        metrics=metrics,
+        scores=scores,
+        metrics=kept,
         trace=trace if isinstance(trace, dict | list) else None,
         http_status=status_code,
+        outcome_objectives=objectives,
     )
 
 
-def _number(container: dict[str, Any], name: str, status_code: int) -> float | None:
-    value = container.get(name)
+def _reward_object(data: dict[str, Any], status_code: int) -> tuple[str, dict[str, Any]]:
+    """("reward_info" | "metrics", the object): `reward_info` when it is an object."""
+    for source in ("reward_info", "metrics"):
+        if isinstance(data.get(source), dict):
+            return source, data[source]
+    raise _bad(status_code, "no `metrics` or `reward_info` object in the RolloutResponse")
+
+
+def _objectives(reward: dict[str, Any], source: str, status_code: int) -> dict[str, float] | None:
+    value = reward.get("outcome_objectives")
     if value is None:
         return None
+    if not isinstance(value, dict):
+        raise _bad(status_code, f"{source}.outcome_objectives is {_short(value)}, not an object")
+    return {
+        str(name): _finite(number, f"{source}.outcome_objectives.{name}", status_code)
+        for name, number in value.items()
+    }
+
+
+def _scores(
+    reward: dict[str, Any], source: str, objectives: dict[str, float] | None, status_code: int
+) -> Scores:
+    numbers = {name: _number(reward, name, source, status_code) for name in NUMBER_FIELDS}
+    details = reward.get("details")
+    verifier_score = None
+    if isinstance(details, dict):
+        verifier_score = _number(details, "verifier_score", f"{source}.details", status_code)
+    if verifier_score is None:
+        verifier_score = _number(reward, "verifier_score", source, status_code)
+    candidates = (
+        numbers["outcome_reward"],
+        (objectives or {}).get("reward"),
+        numbers["outcome_score"],
+        numbers["reward_mean"],
+    )
+    score = next((value for value in candidates if value is not None), None)
+    if score is None:
+        raise _bad(
+            status_code,
+            f"{source} has none of outcome_reward, outcome_objectives.reward, outcome_score"
+            " or reward_mean",
+        )
+    return Scores(
+        score=score,
+        reward_mean=numbers["reward_mean"],
+        outcome_score=numbers["outcome_score"],
+        events_score=numbers["events_score"],
+        verifier_score=verifier_score,
+    )
+
+
+def _number(container: dict[str, Any], name: str, where: str, status_code: int) -> float | None:
+    value = container.get(name)
+    return None if value is None else _finite(value, f"{where}.{name}", status_code)
+
+
+def _finite(value: Any, path: str, status_code: int) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise _bad(status_code, f"metrics field {name} is {value!r}, not a finite number")
+        raise _bad(status_code, f"{path} is {_short(value)}, not a finite number")
     return float(value)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:60] + "…"
 
 
 def _bad(status_code: int, why: str) -> TaskAppError:

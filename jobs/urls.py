@@ -11,4 +11,28 @@ urlpatterns = [
     path("eval/jobs/<str:job_id>/cancel", api.JobCancelView.as_view(), name="job-cancel"),
     path("eval/jobs/<str:job_id>/events", api.JobEventsView.as_view(), name="job-events"),
     path("eval/jobs/<str:job_id>/events/stream", sse.job_events_stream, name="job-events-stream"),
+    # What newer synth-ai clients (0.6, 0.7) call beside the eval endpoints.
+    path(
+        "jobs/<str:job_id>/workflow-state",
+        api.WorkflowStateView.as_view(),
+        name="job-workflow-state",
+    ),
+    path(
+        "v1/crypto/public-key",
+        api.NotServedView.as_view(detail=api.SEALED_KEYS_NOT_SERVED),
+        name="not-served-public-key",
+    ),
+    path(
+        "v1/env-keys",
+        api.NotServedView.as_view(detail=api.SEALED_KEYS_NOT_SERVED),
+        name="not-served-env-keys",
+    ),
+]
+
+# synth-ai 0.6-0.7's `EvalJob.stream_until_complete()` strips `/api` from the backend URL before
+# it follows a job: the status and the events are served there too (mounted at the root).
+unprefixed_urlpatterns = [
+    path("eval/jobs/<str:job_id>", api.JobDetailView.as_view()),
+    path("eval/jobs/<str:job_id>/events", api.JobEventsView.as_view()),
+    path("eval/jobs/<str:job_id>/events/stream", sse.job_events_stream),
 ]

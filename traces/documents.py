@@ -174,6 +174,7 @@ def seed_trace(
         "status": seed_run.status,
         "error": seed_run.error,
         **Scores.of(seed_run).as_fields(),
+        "outcome_objectives": row["outcome_objectives"],
         "latency_ms": seed_run.latency_ms,
         "started_at": iso(seed_run.started_at),
         "finished_at": iso(seed_run.finished_at),

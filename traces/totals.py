@@ -155,6 +155,8 @@ def seed_result_row(seed_run: SeedRun, usage: Usage | None) -> dict[str, Any]:
         "seed": seed_run.seed,
         "status": seed_run.status,
         **Scores.of(seed_run).as_fields(),
+        "reward": seed_run.score,
+        "outcome_objectives": outcome_objectives(seed_run),
         "latency_ms": seed_run.latency_ms,
         **(usage or NO_USAGE).row_fields(),
         "attempts": seed_run.attempts,
@@ -162,6 +164,13 @@ def seed_result_row(seed_run: SeedRun, usage: Usage | None) -> dict[str, Any]:
         "started_at": seed_run.started_at,
         "finished_at": seed_run.finished_at,
     }
+
+
+def outcome_objectives(seed_run: SeedRun) -> dict[str, Any] | None:
+    """The task app's `outcome_objectives` for the seed (kept with its reward object), or None."""
+    metrics = seed_run.metrics if isinstance(seed_run.metrics, dict) else {}
+    objectives = metrics.get("outcome_objectives")
+    return objectives if isinstance(objectives, dict) else None
 
 
 def job_results(*, job: EvalJob) -> tuple[dict[str, Any], list[dict[str, Any]]]:

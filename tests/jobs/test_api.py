@@ -46,7 +46,7 @@ def test_create_returns_job_id_and_pending_status_and_one_seed_run_per_seed(clie
     assert job.verifier_config == {"kind": "exact"}
     assert body["results"] == {
         "completed": 0, "total": 3, "succeeded": 0, "failed": 0,
-        "cancelled": 0, "running": 0, "pending": 3,
+        "cancelled": 0, "running": 0, "pending": 3, "mean_reward": None,
     }  # fmt: skip
 
 

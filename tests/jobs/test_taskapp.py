@@ -47,6 +47,46 @@ def test_keeps_the_other_scores_details_and_trace():
     assert parse({"metrics": {"outcome_reward": 1}, "trace": "a string"}).trace is None
 
 
+def test_reward_info_of_synth_ai_0_5_and_later_is_read_like_metrics():
+    outcome = parse(
+        {
+            "trace_correlation_id": "t-1",
+            "reward_info": {
+                "outcome_reward": 0.5,
+                "outcome_objectives": {"reward": 0.5, "latency": 0.25},
+                "event_rewards": [0.1, 0.4],
+                "details": {"verifier_score": 0.75},
+            },
+            "trace": {"schema_version": "4.0", "event_history": [{"type": "lm"}]},
+            "success_status": "success",
+            "status_detail": "ok",
+            "artifact": [{"content": "print(1)", "content_type": "python"}],
+        }
+    )
+    assert outcome.scores == Scores(score=0.5, verifier_score=0.75)
+    assert outcome.outcome_objectives == {"reward": 0.5, "latency": 0.25}
+    assert outcome.trace["event_history"] == [{"type": "lm"}]
+    assert outcome.metrics["event_rewards"] == [0.1, 0.4]
+    assert outcome.metrics["success_status"] == "success"
+    assert outcome.metrics["status_detail"] == "ok"
+    assert outcome.metrics["artifact"][0]["content"] == "print(1)"
+
+
+def test_reward_info_wins_over_metrics_and_a_null_reward_info_falls_back():
+    both = {"reward_info": {"outcome_reward": 1}, "metrics": {"outcome_reward": 0}}
+    assert parse(both).scores.score == 1.0
+    assert parse({"reward_info": None, "metrics": {"outcome_reward": 0.5}}).scores.score == 0.5
+
+
+def test_score_falls_back_to_outcome_objectives_reward_before_outcome_score():
+    body = {"reward_info": {"outcome_objectives": {"reward": 0.25}, "outcome_score": 0.5}}
+    assert parse(body).scores.score == 0.25
+    assert (
+        parse({"metrics": {"outcome_objectives": {"x": 1}, "outcome_score": 0.5}}).scores.score
+        == 0.5
+    )
+
+
 @pytest.mark.parametrize(
     "body,why",
     [
@@ -60,6 +100,14 @@ def test_keeps_the_other_scores_details_and_trace():
         ({"metrics": {"outcome_reward": True}}, "not a finite number"),
         (b'{"metrics": {"outcome_reward": NaN}}', "not a finite number"),
         ({"metrics": {"outcome_reward": 1, "details": {"verifier_score": {}}}}, "verifier_score"),
+        ({"reward_info": {}}, "reward_info has none of outcome_reward"),
+        ({"reward_info": {"outcome_reward": "x"}}, "reward_info.outcome_reward is 'x'"),
+        ({"reward_info": {"outcome_reward": 1, "outcome_objectives": [1]}}, "not an object"),
+        (
+            {"reward_info": {"outcome_reward": 1, "outcome_objectives": {"reward": "hi"}}},
+            "reward_info.outcome_objectives.reward is 'hi'",
+        ),
+        ({"reward_info": {"outcome_reward": 1}, "success_status": 3}, "success_status is 3"),
     ],
 )
 def test_malformed_answers_are_permanent_errors_that_say_what_is_wrong(body, why):

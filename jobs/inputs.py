@@ -1,0 +1,132 @@
+"""The request bodies of the API: each parsed by one input serializer, every error a 400 that
+names the field."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlparse
+
+from django.conf import settings
+from rest_framework import serializers
+
+from jobs import services
+from jobs.fields import (
+    INT64_MAX,
+    JsonObjectField,
+    SeedListField,
+    StrictIntegerField,
+    StrictNumberField,
+)
+
+# Where a job's reward comes from, in synth-ai's verifier config.
+REWARD_SOURCES = ("task_app", "verifier", "fused")
+
+
+class JobCreateInput(serializers.Serializer):
+    task_app_url = serializers.CharField(max_length=2048)
+    task_app_api_key = serializers.CharField(
+        required=False, allow_null=True, allow_blank=True, max_length=4096
+    )
+    app_id = serializers.CharField(
+        required=False, allow_null=True, allow_blank=True, max_length=255
+    )
+    env_name = serializers.CharField(
+        required=False, allow_null=True, allow_blank=True, max_length=255
+    )
+    seeds = SeedListField()
+    policy = JsonObjectField(required=False, allow_null=True)
+    env_config = JsonObjectField(required=False, allow_null=True)
+    verifier_config = JsonObjectField(required=False, allow_null=True)
+    mode = serializers.ChoiceField(choices=["eval", "rl"], required=False, allow_null=True)
+    max_concurrent = StrictIntegerField(min_value=1, required=False, allow_null=True)
+    timeout = StrictNumberField(min_value=1.0, max_value=1.0, required=False, allow_null=True)
+    max_cost_usd = StrictNumberField(min_value=0.0, max_value=1e9, required=False, allow_null=True)
+    max_tokens = StrictIntegerField(min_value=1, required=False, allow_null=True)
+    # synth-ai 0.5's eval CLI sends the `ops` of its config; accepted, not used.
+    ops = serializers.ListField(
+        child=serializers.CharField(max_length=255), required=False, allow_null=True, max_length=100
+    )
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # Limits come from settings, read when the request is validated.
+        self.fields["max_concurrent"].max_value = settings.EVALHUB_MAX_CONCURRENT
+        self.fields["timeout"].max_value = settings.EVALHUB_MAX_TIMEOUT_S
+
+    def validate_task_app_url(self, value: str) -> str:
+        parsed = urlparse(value.strip())
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise serializers.ValidationError("must be an http:// or https:// URL with a host")
+        return value.strip().rstrip("/")
+
+    def validate_verifier_config(self, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        """synth-ai's verifier section: `reward_source` is one of REWARD_SOURCES (as synth-ai
+        reads it: any case, spaces around), `enabled` a boolean, weights numbers >= 0."""
+        if value is None:
+            return None
+        source = value.get("reward_source")
+        if source is not None and (
+            not isinstance(source, str) or source.strip().lower() not in REWARD_SOURCES
+        ):
+            raise serializers.ValidationError(
+                f"reward_source must be one of {', '.join(REWARD_SOURCES)}; got {source!r}"
+            )
+        if "enabled" in value and not isinstance(value["enabled"], bool | None):
+            raise serializers.ValidationError("enabled must be true or false")
+        for name in ("weight_env", "weight_event", "weight_outcome"):
+            weight = value.get(name)
+            if weight is not None and (
+                isinstance(weight, bool) or not isinstance(weight, int | float) or weight < 0
+            ):
+                raise serializers.ValidationError(f"{name} must be a number >= 0")
+        return value
+
+    def validate_seeds(self, value: Any) -> list[int]:
+        if not isinstance(value, list):
+            raise serializers.ValidationError("must be a list of integers")
+        if not value:
+            raise serializers.ValidationError("must not be empty")
+        limit = settings.EVALHUB_MAX_SEEDS
+        if len(value) > limit:
+            raise serializers.ValidationError(
+                f"has {len(value)} seeds; at most {limit} are allowed"
+            )
+        bad = [
+            s for s in value if isinstance(s, bool) or not isinstance(s, int) or abs(s) > INT64_MAX
+        ]
+        if bad:
+            raise serializers.ValidationError(f"must be a list of integers; {bad[0]!r} is not one")
+        seen: set[int] = set()
+        duplicates = sorted({s for s in value if s in seen or seen.add(s)})
+        if duplicates:
+            raise serializers.ValidationError(f"has duplicates: {duplicates[:10]}")
+        return value
+
+    def to_spec(self) -> services.JobSpec:
+        d = self.validated_data
+
+        def given(name: str, default: Any) -> Any:
+            value = d.get(name)
+            return default if value is None else value
+
+        return services.JobSpec(
+            task_app_url=d["task_app_url"],
+            seeds=d["seeds"],
+            task_app_api_key=d.get("task_app_api_key") or None,
+            app_id=d.get("app_id") or None,
+            env_name=d.get("env_name") or None,
+            policy=given("policy", {}),
+            env_config=given("env_config", {}),
+            verifier_config=d.get("verifier_config"),
+            mode=given("mode", "eval"),
+            max_concurrent=given("max_concurrent", 5),
+            timeout=given("timeout", 600.0),
+            max_cost_usd=d.get("max_cost_usd"),
+            max_tokens=d.get("max_tokens"),
+        )
+
+
+class JobCancelInput(serializers.Serializer):
+    reason = serializers.CharField(
+        required=False, allow_null=True, allow_blank=True, max_length=1000
+    )
