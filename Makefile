@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test lint format bench clean
+.PHONY: run test lint format bench clean synth-venvs
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,12 +22,26 @@ $(VENV)/.installed-dev: pyproject.toml | $(VENV)/bin/python
 	$(PY) -m pip install -q --no-deps synth-ai==0.4.4
 	touch $@ $(VENV)/.installed-run
 
+# Newer synth-ai releases, each in a virtualenv of its own with only what its task-app framework
+# and eval clients import (tests/support/synth_venvs/<version>.txt); rebuilt when that changes.
+SYNTH_VERSIONS := 0.5.0 0.7.3
+SYNTH_VENVS := $(foreach v,$(SYNTH_VERSIONS),.venv-synth/$(v)/.installed)
+
+.venv-synth/%/.installed: tests/support/synth_venvs/%.txt
+	rm -rf .venv-synth/$*
+	$(PYTHON) -m venv .venv-synth/$*
+	.venv-synth/$*/bin/python -m pip install -q --disable-pip-version-check -r $<
+	.venv-synth/$*/bin/python -m pip install -q --disable-pip-version-check --no-deps synth-ai==$*
+	touch $@
+
+synth-venvs: $(SYNTH_VENVS)
+
 run: $(VENV)/.installed-run
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py collectstatic --noinput -v 0
 	exec $(PY) -m evalhub.runall
 
-test: $(VENV)/.installed-dev
+test: $(VENV)/.installed-dev $(SYNTH_VENVS)
 	$(PY) manage.py makemigrations --check --dry-run
 	$(PY) -m pytest $(PYTEST_ARGS)
 
@@ -40,4 +54,4 @@ format: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) var
+	rm -rf $(VENV) .venv-synth var
