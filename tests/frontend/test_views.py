@@ -281,3 +281,18 @@ def test_seed_page_links_to_the_previous_and_next_seeds(web, alice):
 def test_an_unknown_seed_is_not_found(web, alice):
     job = job_rows.job_make(owner=alice, seeds=[0])
     assert web.get(f"/jobs/{job.id}/seeds/7/").status_code == 404
+
+
+def test_job_page_shows_the_verifier_config_and_seed_page_the_outcome_objectives(web, alice):
+    job = finished_job(alice, seeds=(1, 2))
+    EvalJob.objects.filter(pk=job.pk).update(
+        verifier_config={"enabled": True, "reward_source": "fused", "backend_model": "judge-1"}
+    )
+    SeedRun.objects.filter(job=job, seed=1).update(
+        metrics={"outcome_reward": 0.5, "outcome_objectives": {"reward": 0.5, "brevity": 0.25}}
+    )
+    html = web.get(f"/jobs/{job.id}/").content.decode()
+    assert "reward from fused · enabled · judge-1" in html
+    seed_html = web.get(f"/jobs/{job.id}/seeds/1/").content.decode()
+    assert re.search(r"<dt>brevity</dt><dd>0\.25\d*</dd>", seed_html), seed_html
+    assert "Outcome objectives" not in web.get(f"/jobs/{job.id}/seeds/2/").content.decode()
