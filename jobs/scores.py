@@ -1,7 +1,8 @@
 """A rollout's scores: one typed value from the task app's answer to the seed run's row.
 
 Every field is None when the task app did not report it (and all of them for a seed that
-failed). The names are those of the `SeedRun` fields they are stored in.
+failed). The names are those of the `SeedRun` fields they are stored in. "The reward object" is
+the answer's `reward_info` (synth-ai 0.5.0 and later) or its `metrics` (0.4.x).
 """
 
 from __future__ import annotations
@@ -13,21 +14,22 @@ from typing import Any
 @dataclass(frozen=True)
 class Scores:
     score: float | None = None
-    """The seed's score, the one figure a job's summary is computed from: the task app's
-    `metrics.outcome_reward`, else `metrics.outcome_score`, else `metrics.reward_mean`."""
+    """The seed's score, the one figure a job's summary is computed from: the reward object's
+    `outcome_reward`, else `outcome_objectives.reward`, else `outcome_score`, else
+    `reward_mean`."""
 
     reward_mean: float | None = None
-    """`metrics.reward_mean` as the task app reported it: its mean reward over the rollout."""
+    """`reward_mean` of the reward object: its mean reward over the rollout."""
 
     outcome_score: float | None = None
-    """`metrics.outcome_score` as the task app reported it: how the rollout's outcome scored."""
+    """`outcome_score` of the reward object: how the rollout's outcome scored."""
 
     events_score: float | None = None
-    """`metrics.events_score` as the task app reported it: the score of the rollout's events."""
+    """`events_score` of the reward object: the score of the rollout's events."""
 
     verifier_score: float | None = None
-    """A verifier's judgement: `metrics.details.verifier_score`, else
-    `metrics.verifier_score`."""
+    """A verifier's judgement: the reward object's `details.verifier_score`, else its
+    `verifier_score`."""
 
     @classmethod
     def of(cls, seed_run: Any) -> Scores:
