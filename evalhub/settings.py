@@ -191,7 +191,15 @@ EVALHUB_MAX_CONCURRENT = envint("EVALHUB_MAX_CONCURRENT", 1000, minimum=1)
 EVALHUB_MAX_TIMEOUT_S = envfloat("EVALHUB_MAX_TIMEOUT_S", 24 * 3600.0, minimum=1.0)
 EVALHUB_MAX_REQUEST_BYTES = envint("EVALHUB_MAX_REQUEST_BYTES", 10 * 1024 * 1024, minimum=1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = EVALHUB_MAX_REQUEST_BYTES
+# The largest task-app answer to POST /rollout a worker reads; a larger one fails its seed.
+EVALHUB_MAX_ROLLOUT_RESPONSE_BYTES = envint(
+    "EVALHUB_MAX_ROLLOUT_RESPONSE_BYTES", 16 * 1024 * 1024, minimum=1024
+)
 EVALHUB_ROLLOUT_MAX_ATTEMPTS = envint("EVALHUB_ROLLOUT_MAX_ATTEMPTS", 3, minimum=1, maximum=20)
+# Tries lost to our own faults (a worker killed while it held the seed, the interceptor down)
+# are retried without using up the task app's attempts, up to this many; a seed that keeps
+# taking its worker down with it must still end.
+EVALHUB_SEED_MAX_LOSSES = envint("EVALHUB_SEED_MAX_LOSSES", 10, minimum=1, maximum=1000)
 
 # --- Workers ---------------------------------------------------------------------------------
 # A worker holds a seed run for EVALHUB_LEASE_S seconds and renews the lease while it works; a

@@ -3,12 +3,15 @@ parse with an input serializer, call a service or selector, render."""
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from django.core.exceptions import RequestDataTooBig
 from django.core.handlers.asgi import ASGIRequest
 from django.http import Http404
+from django.utils.crypto import salted_hmac
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import exceptions, serializers, status
@@ -52,7 +55,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         fields = response.data if isinstance(response.data, dict) else {"body": response.data}
         first = ", ".join(f"{name}: {_first_message(msgs)}" for name, msgs in fields.items())
         response.data = {
-            "error": "invalid_request",
+            "error": getattr(exc, "error_code", "invalid_request"),
             "detail": f"Invalid request. {first}",
             "fields": fields,
         }
@@ -92,20 +95,68 @@ ERRORS = {400: ERROR, 401: ERROR, 404: ERROR}
 # --- POST /api/eval/jobs --------------------------------------------------------------------
 
 
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+IDEMPOTENCY_KEY_RE = re.compile(r"[\x21-\x7e]{1,255}")
+
+
+class IdempotencyKeyReused(exceptions.ValidationError):
+    status_code = status.HTTP_422_UNPROCESSABLE_ENTITY
+    error_code = "idempotency_key_reused"
+
+
+def _idempotency_key(request: Request) -> str:
+    key = request.headers.get(IDEMPOTENCY_HEADER)
+    if key is None:
+        return ""
+    if not IDEMPOTENCY_KEY_RE.fullmatch(key):
+        raise exceptions.ValidationError(
+            {IDEMPOTENCY_HEADER: ["must be 1 to 255 printable ASCII characters, no spaces"]}
+        )
+    return key
+
+
+def _fingerprint(body: dict[str, Any]) -> str:
+    """A keyed hash of the request (the body holds the task app's key: never stored plain)."""
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return salted_hmac("evalhub.idempotency", canonical, algorithm="sha256").hexdigest()
+
+
 class JobListCreateView(APIView):
     @extend_schema(
         request=JobCreateInput,
-        responses={201: OBJECT, **ERRORS, 413: ERROR},
+        parameters=[
+            OpenApiParameter(
+                IDEMPOTENCY_HEADER,
+                str,
+                OpenApiParameter.HEADER,
+                description="retries with the same key return the job the first request made "
+                "(200, `Idempotent-Replayed: true`) instead of creating another",
+            )
+        ],  # fmt: skip
+        responses={201: OBJECT, 200: OBJECT, **ERRORS, 413: ERROR, 422: ERROR},
         summary="Create an eval job",
     )
     def post(self, request: Request) -> Response:
         if not isinstance(request.data, dict):
             raise exceptions.ValidationError({"body": ["must be a JSON object"]})
+        key = _idempotency_key(request)
         data = JobCreateInput(data=request.data)
         data.is_valid(raise_exception=True)
-        job = services.job_create(owner=request.user, spec=data.to_spec())
-        body = job_status_body(job)
-        return Response(body, status=status.HTTP_201_CREATED)
+        if not key:
+            job = services.job_create(owner=request.user, spec=data.to_spec())
+            return Response(job_status_body(job), status=status.HTTP_201_CREATED)
+        try:
+            job, created = services.job_create_once(
+                owner=request.user, spec=data.to_spec(), idempotency_key=key,
+                fingerprint=_fingerprint(request.data),
+            )  # fmt: skip
+        except services.IdempotencyConflict as exc:
+            raise IdempotencyKeyReused(
+                {IDEMPOTENCY_HEADER: [f"was used for a different request (job {exc.job.id})"]}
+            ) from None
+        if created:
+            return Response(job_status_body(job), status=status.HTTP_201_CREATED)
+        return Response(job_status_body(job), headers={"Idempotent-Replayed": "true"})
 
     @extend_schema(
         parameters=[

@@ -65,20 +65,23 @@ def seed_run_claim(*, job_id: str, worker: str, limit: int, lease_s: float) -> l
         slots = min(limit, job.max_concurrent - in_flight)
         if slots <= 0:
             return []
-        max_attempts = settings.EVALHUB_ROLLOUT_MAX_ATTEMPTS
         expired = list(
             seeds.filter(status=SeedStatus.RUNNING, lease_expires_at__lte=now)
             .order_by("id")
-            .values_list("id", "attempts")[:slots]
+            .values_list("id", "losses")[:slots]
         )
+        ids = []
         if expired:
-            _attempts_abandon(
-                seed_run_ids=[i for i, _ in expired], error="the worker running it stopped"
-            )
-            spent = [i for i, n in expired if n >= max_attempts]
+            # Their worker is gone: our fault, not the task app's. Counted as a loss, not an
+            # attempt; a seed lost too often (it may be what kills its worker) fails.
+            expired_ids = [i for i, _ in expired]
+            _attempts_abandon(seed_run_ids=expired_ids, error="the worker running it stopped")
+            SeedRun.objects.filter(pk__in=expired_ids).update(losses=F("losses") + 1)
+            max_losses = settings.EVALHUB_SEED_MAX_LOSSES
+            spent = [i for i, n in expired if n + 1 >= max_losses]
             if spent:
                 _seed_runs_fail_spent(seed_run_ids=spent, job_id=job_id, now=now)
-        ids = [i for i, n in expired if n < max_attempts]
+            ids = [i for i, n in expired if n + 1 < max_losses]
         if len(ids) < slots:
             ids += list(
                 seeds.filter(status=SeedStatus.PENDING)
@@ -95,7 +98,6 @@ def seed_run_claim(*, job_id: str, worker: str, limit: int, lease_s: float) -> l
             status=SeedStatus.RUNNING,
             lease_owner=worker,
             lease_expires_at=now + timedelta(seconds=lease_s),
-            attempts=F("attempts") + 1,
             not_before=None,
             started_at=Coalesce(F("started_at"), Value(now, output_field=DateTimeField())),
         )
@@ -109,7 +111,10 @@ def _attempts_abandon(*, seed_run_ids: list[int], error: str) -> None:
 
 
 def _seed_runs_fail_spent(*, seed_run_ids: list[int], job_id: str, now) -> None:
-    error = "every attempt was lost with its worker (lease expired)"
+    error = (
+        f"lost with its worker {settings.EVALHUB_SEED_MAX_LOSSES} times "
+        "(EVALHUB_SEED_MAX_LOSSES); the task app was never the cause"
+    )
     for seed_run in SeedRun.objects.filter(pk__in=seed_run_ids):
         seed_run.status = SeedStatus.FAILED
         seed_run.error = error
@@ -137,16 +142,20 @@ def seed_run_lease_renew(*, seed_run_ids: list[int], worker: str, lease_s: float
 def rollout_attempt_start(
     *, seed_run: SeedRun, token_hash: str, worker: str = ""
 ) -> RolloutAttempt:
-    """Record the start of attempt number `seed_run.attempts` with a fresh run id."""
-    return RolloutAttempt.objects.create(
-        seed_run=seed_run,
-        worker=worker,
-        number=seed_run.attempts,
-        run_id=f"run-{secrets.token_hex(12)}",
-        token_hash=token_hash,
-        status=AttemptStatus.RUNNING,
-        started_at=timezone.now(),
-    )
+    """Count and record the start of the seed's next attempt, with a fresh run id; updates
+    `seed_run.attempts` to its number."""
+    with transaction.atomic():
+        SeedRun.objects.filter(pk=seed_run.pk).update(attempts=F("attempts") + 1)
+        seed_run.attempts = SeedRun.objects.values_list("attempts", flat=True).get(pk=seed_run.pk)
+        return RolloutAttempt.objects.create(
+            seed_run=seed_run,
+            worker=worker,
+            number=seed_run.attempts,
+            run_id=f"run-{secrets.token_hex(12)}",
+            token_hash=token_hash,
+            status=AttemptStatus.RUNNING,
+            started_at=timezone.now(),
+        )
 
 
 def rollout_attempt_finish(*, end: AttemptEnd) -> None:
@@ -206,10 +215,13 @@ def seed_run_retry_later(
     delay_s: float,
     error: str,
     attempt: AttemptEnd | None = None,
+    charged: bool = True,
 ) -> bool:
     """Give the seed back (pending) after a transient failure; no worker may start it before
-    `delay_s` seconds have passed."""
+    `delay_s` seconds have passed. A `charged` failure was the task app's and counts against
+    its attempts; one that was ours (`charged=False`) counts as a loss."""
     now = timezone.now()
+    counter = "failures" if charged else "losses"
     with transaction.atomic():
         if attempt is not None:
             rollout_attempt_finish(end=attempt)
@@ -218,6 +230,7 @@ def seed_run_retry_later(
             status=SeedStatus.PENDING,
             not_before=now + timedelta(seconds=delay_s),
             error=error,
+            **{counter: F(counter) + 1},
         )
     return bool(updated)
 

@@ -81,12 +81,23 @@ class EvalJob(models.Model):
     # the workers: the periodic re-dispatch uses both to find jobs nobody is working on.
     runner_seen_at = models.DateTimeField(null=True, blank=True)
     dispatched_at = models.DateTimeField(null=True, blank=True)
+    # The client's `Idempotency-Key` of the create, and a keyed hash of the request it came
+    # with: a retry with the same key gets this job back instead of a second one.
+    idempotency_key = models.CharField(max_length=255, blank=True, default="")
+    request_fingerprint = models.CharField(max_length=64, blank=True, default="")
 
     class Meta:
         ordering = ["-created_at", "-id"]
         indexes = [
             models.Index(fields=["owner", "-created_at"]),
             models.Index(fields=["owner", "status"]),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["owner", "idempotency_key"],
+                condition=~models.Q(idempotency_key=""),
+                name="job_unique_idempotency_key",
+            )
         ]
 
     def __str__(self) -> str:
@@ -116,7 +127,13 @@ class SeedRun(models.Model):
     job = models.ForeignKey(EvalJob, on_delete=models.CASCADE, related_name="seed_runs")
     seed = models.BigIntegerField()
     status = models.CharField(max_length=16, choices=SeedStatus.choices, default=SeedStatus.PENDING)
+    # Rollout attempts started (one `RolloutAttempt` each). Of those, `failures` failed through
+    # the task app and were retried: they count against EVALHUB_ROLLOUT_MAX_ATTEMPTS. `losses`
+    # counts what was our own fault (the worker holding the seed was lost, evalhub's interceptor
+    # could not be reached): never charged to the task app, bounded by EVALHUB_SEED_MAX_LOSSES.
     attempts = models.PositiveIntegerField(default=0)
+    failures = models.PositiveIntegerField(default=0)
+    losses = models.PositiveIntegerField(default=0)
     # Who holds the seed now and until when; an expired lease makes it claimable again.
     lease_owner = models.CharField(max_length=128, blank=True, default="")
     lease_expires_at = models.DateTimeField(null=True, blank=True)

@@ -26,6 +26,8 @@ from typing import Any
 import httpx
 from django.conf import settings
 from django.db import connections
+from django.db.models import Min
+from django.utils import timezone
 
 from evalhub import crypto
 from jobs import leases, services, taskapp
@@ -37,6 +39,10 @@ log = logging.getLogger(__name__)
 
 # How often the runner looks at the job's status (a cancel is noticed within this).
 POLL_S = 0.5
+# How long a look at the interceptor is trusted, and how long the look may take.
+PROBE_TTL_S = 1.0
+PROBE_TIMEOUT_S = 3.0
+INTERCEPTOR_DOWN = "evalhub's interceptor could not be reached"
 
 
 def job_run(*, job_id: str) -> None:
@@ -86,6 +92,29 @@ class ClientPool:
             self.busy[index] -= 1
 
 
+class InterceptorProbe:
+    """Is our own interceptor answering? A rollout that failed while it was not failed
+    because of us (a web process restarting), whatever the task app answered. Any HTTP answer
+    but a gateway's 502-504 means it is up; the answer is trusted for PROBE_TTL_S."""
+
+    def __init__(self, client: httpx.AsyncClient):
+        self.client = client
+        self.url = tokens.interceptor_root_url()
+        self.checked_at = -PROBE_TTL_S
+        self.up = True
+
+    async def reachable(self) -> bool:
+        if time.monotonic() - self.checked_at < PROBE_TTL_S:
+            return self.up
+        try:
+            resp = await self.client.get(self.url, timeout=PROBE_TIMEOUT_S)
+            self.up = resp.status_code not in (502, 503, 504)
+        except httpx.HTTPError:
+            self.up = False
+        self.checked_at = time.monotonic()
+        return self.up
+
+
 class JobRunner:
     def __init__(self, *, job_id: str):
         self.job_id = job_id
@@ -122,6 +151,7 @@ class JobRunner:
             async with ClientPool(size=self.cap) as clients:
                 self.clients = clients
                 client = clients.clients[0]
+                self.interceptor = InterceptorProbe(client)
                 if job.status == JobStatus.PENDING:
                     error = await taskapp.task_app_probe(
                         client, base_url=job.task_app_url, api_key=self.api_key
@@ -166,15 +196,18 @@ class JobRunner:
                 for seed_run in claimed:
                     self._start(seed_run)
             if not self.in_flight:
-                if not await self._db(_job_has_pending, job_id=self.job_id):
-                    # Nothing left for us; seeds other workers still hold end the job there.
+                wait = await self._db(_job_next_claim_in, job_id=self.job_id)
+                if wait is None:
+                    # Nothing left to run: the last runner to see that ends the job.
                     await self._db(
                         services.job_finish_if_done,
                         job_id=self.job_id,
                         summarize=totals.job_summary,
                     )
                     return
-                await asyncio.sleep(POLL_S)  # backoff running, or the other workers use all slots
+                # A backoff is running, the other runners use every slot, or they hold seeds
+                # whose leases we take over if their worker dies.
+                await asyncio.sleep(min(max(wait, POLL_S), self.lease_s / 3))
                 continue
             try:
                 await asyncio.wait_for(self._changed.wait(), timeout=POLL_S)
@@ -283,21 +316,45 @@ class JobRunner:
         )  # fmt: skip
 
     async def _failed(self, seed_run, attempt_id: int, error, latency_ms: float) -> None:
-        """Retry later when the failure is transient and attempts are left; else the result."""
+        """Retry later when the failure is transient and attempts are left; else the result.
+        A failure while our own interceptor could not be reached is ours, not the task
+        app's: retried without using up the task app's attempts."""
+        if not await self.interceptor.reachable():
+            await self._lost(seed_run, attempt_id, error, latency_ms)
+            return
         end = leases.AttemptEnd(
             attempt_id=attempt_id, status=AttemptStatus.FAILED, http_status=error.http_status,
             error=error.message, latency_ms=latency_ms,
         )  # fmt: skip
-        if error.transient and seed_run.attempts < self.max_attempts:
+        tries = seed_run.failures + 1  # the task app's failed attempts, this one included
+        if error.transient and tries < self.max_attempts:
             await self._db(
                 leases.seed_run_retry_later, seed_run_id=seed_run.id, worker=self.worker,
-                delay_s=backoff_delay(attempt=seed_run.attempts), error=error.message,
-                attempt=end,
+                delay_s=backoff_delay(attempt=tries), error=error.message, attempt=end,
             )  # fmt: skip
             return
         message = error.message
-        if seed_run.attempts > 1:
-            message = f"{message} (attempt {seed_run.attempts} of {self.max_attempts})"
+        if tries > 1:
+            message = f"{message} (attempt {tries} of {self.max_attempts})"
+        await self._finish_failed(seed_run, message, latency_ms, end)
+
+    async def _lost(self, seed_run, attempt_id: int, error, latency_ms: float) -> None:
+        message = f"{INTERCEPTOR_DOWN}; not counted against the task app: {error.message}"
+        end = leases.AttemptEnd(
+            attempt_id=attempt_id, status=AttemptStatus.ABANDONED,
+            http_status=error.http_status, error=message, latency_ms=latency_ms,
+        )  # fmt: skip
+        losses = seed_run.losses + 1
+        if losses < settings.EVALHUB_SEED_MAX_LOSSES:
+            await self._db(
+                leases.seed_run_retry_later, seed_run_id=seed_run.id, worker=self.worker,
+                delay_s=backoff_delay(attempt=losses), error=message, attempt=end, charged=False,
+            )  # fmt: skip
+            return
+        message = f"{message} ({losses} times, EVALHUB_SEED_MAX_LOSSES)"
+        await self._finish_failed(seed_run, message, latency_ms, end)
+
+    async def _finish_failed(self, seed_run, message: str, latency_ms: float, end) -> None:
         await self._db(
             leases.seed_run_finish, seed_run_id=seed_run.id, worker=self.worker,
             status=SeedStatus.FAILED,
@@ -313,5 +370,15 @@ def _job_status(*, job_id: str) -> str | None:
     return EvalJob.objects.filter(pk=job_id).values_list("status", flat=True).first()
 
 
-def _job_has_pending(*, job_id: str) -> bool:
-    return SeedRun.objects.filter(job_id=job_id, status=SeedStatus.PENDING).exists()
+def _job_next_claim_in(*, job_id: str) -> float | None:
+    """Seconds until this runner could claim something of the job (0: now), or None when no
+    seed is pending or held by another runner any more."""
+    open_seeds = SeedRun.objects.filter(
+        job_id=job_id, status__in=[SeedStatus.PENDING, SeedStatus.RUNNING]
+    )
+    if open_seeds.filter(status=SeedStatus.PENDING).exists():
+        return 0.0
+    expiry = open_seeds.aggregate(m=Min("lease_expires_at"))["m"]
+    if expiry is None:
+        return None
+    return max(0.0, (expiry - timezone.now()).total_seconds())

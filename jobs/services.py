@@ -6,6 +6,7 @@ seed runs are in jobs.leases, the events clients follow in jobs.events.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -13,7 +14,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import transaction
+from django.db import IntegrityError, OperationalError, transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
@@ -24,6 +25,7 @@ from jobs.models import AttemptStatus, EvalJob, JobStatus, RolloutAttempt, SeedR
 from jobs.taskapp import CONNECTION_ERROR_PREFIX
 
 SEED_RUN_BATCH = 2000
+CANCEL_TRIES = 5
 
 
 @dataclass(frozen=True)
@@ -45,11 +47,50 @@ class JobSpec:
     max_tokens: int | None = None
 
 
+class IdempotencyConflict(Exception):
+    """The idempotency key was used before, for a different request."""
+
+    def __init__(self, job: EvalJob):
+        super().__init__(job.id)
+        self.job = job
+
+
 def job_create(*, owner: AbstractBaseUser, spec: JobSpec) -> EvalJob:
     """Create the job and one pending seed run per seed, then hand it to the workers."""
+    return _job_create(owner, spec, "", "")
+
+
+def job_create_once(
+    *, owner: AbstractBaseUser, spec: JobSpec, idempotency_key: str, fingerprint: str
+) -> tuple[EvalJob, bool]:
+    """`job_create`, once per `idempotency_key` of the owner: a retry gets the job the key
+    made before (the second value says whether this call created it); the same key with a
+    request of another `fingerprint` raises IdempotencyConflict."""
+    earlier = _job_of_key(owner, idempotency_key, fingerprint)
+    if earlier is not None:
+        return earlier, False
+    try:
+        return _job_create(owner, spec, idempotency_key, fingerprint), True
+    except IntegrityError:
+        earlier = _job_of_key(owner, idempotency_key, fingerprint)  # a concurrent retry won
+        if earlier is None:
+            raise
+        return earlier, False
+
+
+def _job_of_key(owner, key: str, fingerprint: str) -> EvalJob | None:
+    earlier = EvalJob.objects.filter(owner=owner, idempotency_key=key).first()
+    if earlier is not None and earlier.request_fingerprint != fingerprint:
+        raise IdempotencyConflict(earlier)
+    return earlier
+
+
+def _job_create(owner, spec: JobSpec, idempotency_key: str, fingerprint: str) -> EvalJob:
     with transaction.atomic():
         job = EvalJob.objects.create(
             owner=owner,
+            idempotency_key=idempotency_key,
+            request_fingerprint=fingerprint,
             task_app_url=spec.task_app_url,
             task_app_api_key_encrypted=(
                 crypto.encrypt(spec.task_app_api_key) if spec.task_app_api_key else ""
@@ -78,9 +119,24 @@ def job_create(*, owner: AbstractBaseUser, spec: JobSpec) -> EvalJob:
 
 def job_cancel(*, job: EvalJob) -> EvalJob:
     """Stop the job: no new claims, pending seeds cancelled. Workers abort what is in flight
-    when they next look at the job (they check it every second or so)."""
+    when they next look at the job (they check it every second or so). Never fails for
+    contention: a transaction the database chose to break is tried again."""
+    for attempt in range(CANCEL_TRIES):
+        try:
+            return _job_cancel(job_id=job.pk)
+        except OperationalError:  # deadlock or serialization failure: workers write meanwhile
+            if attempt == CANCEL_TRIES - 1:
+                raise
+            time.sleep(0.05 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
+def _job_cancel(*, job_id: str) -> EvalJob:
     with transaction.atomic():
-        job = EvalJob.objects.select_for_update().get(pk=job.pk)
+        # NO KEY, like every other lock on the job row: workers inserting events and seed
+        # results take key-share locks on it, which a plain FOR UPDATE would wait for while
+        # they wait for this transaction's seed rows (a deadlock on PostgreSQL).
+        job = EvalJob.objects.select_for_update(no_key=True).get(pk=job_id)
         if job.is_terminal:
             return job
         now = timezone.now()

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx
+from django.conf import settings
 
+from jobs.fields import json_value_problem
 from jobs.scores import Scores
 
 # How much of a task app's error body is kept in an error message.
@@ -25,6 +27,8 @@ BODY_EXCERPT = 300
 # Every error that means "no connection could be made" begins so; a job whose every seed
 # failed so ends `failed` (jobs.services.job_finish_if_done).
 CONNECTION_ERROR_PREFIX = "task app unreachable"
+# Deepest nesting kept of a task app's metrics and trace (every reader walks them).
+MAX_ANSWER_DEPTH = 256
 
 
 class TaskAppError(Exception):
@@ -132,18 +136,62 @@ async def task_app_probe(
 async def rollout_post(
     client: httpx.AsyncClient, *, base_url: str, api_key: str | None, body: dict[str, Any]
 ) -> RolloutOutcome:
-    """POST the rollout and read the answer. The caller enforces the overall time limit."""
+    """POST the rollout and read the answer, at most EVALHUB_MAX_ROLLOUT_RESPONSE_BYTES of
+    it. The caller enforces the overall time limit."""
+    limit = settings.EVALHUB_MAX_ROLLOUT_RESPONSE_BYTES
+    request = client.build_request(
+        "POST", f"{base_url}/rollout", json=body, headers=headers_for(api_key)
+    )
     try:
-        response = await client.post(f"{base_url}/rollout", json=body, headers=headers_for(api_key))
+        response = await client.send(request, stream=True)
     except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
         raise TaskAppUnreachable(f"{CONNECTION_ERROR_PREFIX}: {_describe(exc)}") from None
     except httpx.HTTPError as exc:
-        # The connection was made and then broke (reset, protocol error): the task app may
-        # have died mid-rollout; another try is reasonable.
+        raise _broken(exc) from None
+    try:
+        content = await _read_bounded(response, limit)
+    except httpx.HTTPError as exc:
+        raise _broken(exc) from None
+    finally:
+        await response.aclose()
+    if content is None:
         raise TaskAppError(
-            f"task app connection failed: {_describe(exc)}", transient=True
-        ) from None
-    return rollout_response_parse(status_code=response.status_code, content=response.content)
+            f"task app answered more than {limit} bytes (EVALHUB_MAX_ROLLOUT_RESPONSE_BYTES)",
+            transient=False,
+            http_status=response.status_code,
+        )
+    return _storable(rollout_response_parse(status_code=response.status_code, content=content))
+
+
+async def _read_bounded(response: httpx.Response, limit: int) -> bytes | None:
+    """The body, or None as soon as it is known to be over `limit` bytes."""
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        return None
+    chunks, size = [], 0
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _broken(exc: httpx.HTTPError) -> TaskAppError:
+    # The connection was made and then broke (reset, protocol error): the task app may have
+    # died mid-rollout; another try is reasonable.
+    return TaskAppError(f"task app connection failed: {_describe(exc)}", transient=True)
+
+
+def _storable(outcome: RolloutOutcome) -> RolloutOutcome:
+    """Metrics the database cannot hold (NaN, NUL characters, absurd nesting) make the answer
+    invalid; a trace that cannot be stored is replaced by a note saying why, and the score
+    kept."""
+    if problem := json_value_problem(outcome.metrics, max_depth=MAX_ANSWER_DEPTH):
+        raise _bad(outcome.http_status, f"metrics {problem}")
+    if problem := json_value_problem(outcome.trace, max_depth=MAX_ANSWER_DEPTH):
+        return replace(outcome, trace={"trace_not_stored": f"the task app's trace {problem}"})
+    return outcome
 
 
 def rollout_response_parse(*, status_code: int, content: bytes) -> RolloutOutcome:
@@ -163,6 +211,8 @@ def rollout_response_parse(*, status_code: int, content: bytes) -> RolloutOutcom
         data = json.loads(content)
     except (ValueError, UnicodeDecodeError):
         raise _bad(status_code, f"body is not JSON: {_excerpt(content)}") from None
+    except RecursionError:
+        raise _bad(status_code, "body is nested too deeply to read") from None
     if not isinstance(data, dict):
         raise _bad(status_code, f"body is a JSON {type(data).__name__}, not an object")
     source, reward = _reward_object(data, status_code)

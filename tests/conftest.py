@@ -43,12 +43,24 @@ def celery_queue() -> str:
     return queue
 
 
+@pytest.fixture(scope="session")
+def web_process(django_db_setup, django_db_blocker, celery_queue):
+    """One evalhub web process (uvicorn, the ASGI app with its interceptor) for the session,
+    against the test database; yields its base URL. Jobs it creates go to this session's
+    queue. Workers point their inference URLs here, so rollouts meet a real interceptor."""
+    with django_db_blocker.unblock():
+        web, base = servers.start_web(EVALHUB_CELERY_QUEUE=celery_queue)
+    yield base
+    web.stop()
+
+
 @pytest.fixture
-def worker_factory(transactional_db, celery_queue):
+def worker_factory(transactional_db, celery_queue, web_process):
     """Start real Celery worker processes against the test database; stopped after the test."""
     started: list[servers.ChildProcess] = []
 
     def start(**kwargs) -> servers.ChildProcess:
+        kwargs.setdefault("EVALHUB_PUBLIC_URL", web_process)
         worker = servers.start_worker(queue=celery_queue, **kwargs)
         started.append(worker)
         return worker
@@ -59,12 +71,9 @@ def worker_factory(transactional_db, celery_queue):
 
 
 @pytest.fixture
-def web_server(transactional_db, celery_queue):
-    """evalhub's ASGI app in a uvicorn process on a loopback port; yields its base URL.
-    Jobs it creates go to this session's queue, where the test workers listen."""
-    web, base = servers.start_web(EVALHUB_CELERY_QUEUE=celery_queue)
-    yield base
-    web.stop()
+def web_server(transactional_db, web_process):
+    """The session's evalhub web process (see `web_process`); yields its base URL."""
+    return web_process
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from openai import AsyncOpenAI, OpenAIError
 
 from jobs.apikeys import api_key_create_for_username
 from tests.support import servers
+from traces.models import LLMCall
 
 OPENAI_KEY = "sk-openai-key-held-by-the-server-0001"
 GROQ_KEY = "gsk-groq-key-held-by-the-server-0002"
@@ -24,6 +25,8 @@ VLLM_KEY = "vllm-key-held-by-the-server-0003"
 TASK_APP_KEY = "task-app-key-held-by-the-job-0004"
 PASSWORD = "correct-horse-battery-9"
 SECRETS = [OPENAI_KEY, GROQ_KEY, VLLM_KEY, TASK_APP_KEY]
+# What the careless task app got back from the model: the provider's echo must reach it masked.
+SEEN_BY_TASK_APP: list = []
 
 
 def echo_app() -> FastAPI:
@@ -54,6 +57,7 @@ def echo_app() -> FastAPI:
             seen.append(str(exc))
         finally:
             await client.close()
+        SEEN_BY_TASK_APP.extend(seen)
         headers = dict(request.headers)
         return {
             "metrics": {"outcome_reward": 1.0, "details": {"seen": seen, "headers": headers}},
@@ -135,10 +139,15 @@ def test_no_provider_or_task_app_key_leaves_the_server(system, fake_upstream):
             texts[f"page {job_id}{path}"] = dashboard.get(f"/jobs/{job_id}{path}").text
     for process in processes:
         texts[f"log of {process.name}"] = process.log()
+    # What was relayed to the task app, and what the interceptor stored.
+    texts["relayed to the task app"] = json.dumps(SEEN_BY_TASK_APP)
+    for call in LLMCall.objects.filter(attempt__seed_run__job_id__in=job_ids):
+        texts[f"stored call {call.pk}"] = json.dumps([call.response, call.error, call.request])
 
     # The echoes are there, masked: the test would pass vacuously otherwise.
     seed_page = texts[f"page {job_ids[1]}/seeds/0/"]
     assert "I was called with the key &lt;redacted&gt;" in seed_page
     assert "I was called with the key <redacted>" in texts[f"API {job_ids[2]}/seeds/1"]
+    assert "I was called with the key <redacted>" in texts["relayed to the task app"]
     leaks = [(where, s) for where, text in texts.items() for s in SECRETS if s in text]
     assert leaks == []

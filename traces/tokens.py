@@ -34,3 +34,8 @@ def inference_url(token: str) -> str:
     """The OpenAI base URL a task app is told to use for this attempt; clients append
     `/chat/completions` to it."""
     return f"{settings.EVALHUB_PUBLIC_URL}{INTERCEPTOR_PATH}{token}"
+
+
+def interceptor_root_url() -> str:
+    """The interceptor's root: any answer from it (a 404 without a token) shows it is up."""
+    return f"{settings.EVALHUB_PUBLIC_URL}{INTERCEPTOR_PATH}"

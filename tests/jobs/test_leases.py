@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 
 from jobs import leases, services
-from jobs.models import JobEvent, SeedRun
+from jobs.models import JobEvent, RolloutAttempt, SeedRun
 from jobs.scores import Scores
 from tests.jobs.conftest import claim
 
@@ -21,7 +21,7 @@ def test_claims_never_exceed_max_concurrent_over_all_workers(job):
     third = claim(job, "w3", limit=5)
     assert len(first) == 2 and len(second) == 1 and third == []
     assert {sr.lease_owner for sr in first} == {"w1"}
-    assert all(sr.status == "running" and sr.attempts == 1 for sr in first + second)
+    assert all(sr.status == "running" and sr.attempts == 0 for sr in first + second)
     assert len({sr.id for sr in first + second}) == 3
 
 
@@ -33,7 +33,9 @@ def test_claim_skips_seed_runs_held_by_a_live_lease_and_takes_expired_ones(job):
     attempt = leases.rollout_attempt_start(seed_run=held[0], token_hash="a" * 64)
     taken = claim(job, "w2", limit=5)
     assert [sr.pk for sr in taken] == [held[0].pk]
-    assert taken[0].attempts == 2 and taken[0].lease_owner == "w2"
+    # The lost attempt was our fault: a loss, not one of the task app's attempts.
+    assert taken[0].attempts == 1 and taken[0].losses == 1 and taken[0].failures == 0
+    assert taken[0].lease_owner == "w2"
     attempt.refresh_from_db()
     assert attempt.status == "abandoned" and attempt.finished_at is not None
     # w1's late result is refused: the seed is no longer its own
@@ -53,16 +55,40 @@ def test_claim_skips_seed_runs_held_by_a_live_lease_and_takes_expired_ones(job):
     assert JobEvent.objects.filter(job=job, type="eval.policy.seed.completed").count() == 1
 
 
-def test_a_seed_lost_with_its_worker_too_often_is_failed(job, settings):
+def test_losing_the_worker_never_uses_up_the_task_apps_attempts(job, settings):
     settings.EVALHUB_ROLLOUT_MAX_ATTEMPTS = 1
-    (held,) = claim(job, "w1", limit=1)
+    settings.EVALHUB_SEED_MAX_LOSSES = 3
+    owner = "w0"
+    (held,) = claim(job, owner, limit=1)
+    for n in (1, 2):  # two workers die holding it: still claimable, by the next worker
+        leases.rollout_attempt_start(seed_run=held, token_hash=f"{n}" * 64, worker=owner)
+        SeedRun.objects.filter(pk=held.pk).update(
+            lease_expires_at=timezone.now() - timedelta(seconds=1)
+        )
+        owner = f"w{n}"
+        (taken,) = [sr for sr in claim(job, owner, limit=1) if sr.pk == held.pk]
+        assert (taken.losses, taken.failures, taken.status) == (n, 0, "running")
     SeedRun.objects.filter(pk=held.pk).update(
         lease_expires_at=timezone.now() - timedelta(seconds=1)
     )
-    taken = claim(job, "w2", limit=1)
-    assert held.pk not in [sr.pk for sr in taken]
+    assert held.pk not in [sr.pk for sr in claim(job, "w9", limit=1)]
     held.refresh_from_db()
-    assert held.status == "failed" and "lease expired" in held.error
+    assert held.status == "failed" and held.losses == 3 and held.attempts == 2
+    assert "lost with its worker 3 times" in held.error and "never the cause" in held.error
+
+
+def test_attempts_count_attempts_not_claims(job):
+    (seed_run,) = claim(job, "w1", limit=1)
+    assert seed_run.attempts == 0
+    first = leases.rollout_attempt_start(seed_run=seed_run, token_hash="a" * 64, worker="w1")
+    assert first.number == 1 == seed_run.attempts
+    assert leases.seed_run_retry_later(
+        seed_run_id=seed_run.pk, worker="w1", delay_s=0, error="evalhub down", charged=False
+    )
+    (again,) = [sr for sr in claim(job, "w2", limit=3) if sr.pk == seed_run.pk]
+    second = leases.rollout_attempt_start(seed_run=again, token_hash="b" * 64, worker="w2")
+    assert second.number == 2 and (again.attempts, again.failures, again.losses) == (2, 0, 1)
+    assert RolloutAttempt.objects.filter(seed_run=seed_run).count() == 2
 
 
 def test_retry_later_respects_the_backoff(job):
@@ -82,7 +108,7 @@ def test_retry_later_respects_the_backoff(job):
         )
     again = claim(job, "w3", limit=10)
     assert seed_run.pk in [sr.pk for sr in again]
-    assert SeedRun.objects.get(pk=seed_run.pk).attempts == 2
+    assert SeedRun.objects.get(pk=seed_run.pk).failures == 1  # charged to the task app
 
 
 def test_lease_renewal_reports_seeds_no_longer_held(job):

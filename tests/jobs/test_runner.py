@@ -67,7 +67,7 @@ def test_job_runs_every_seed_with_the_task_apps_scores_and_holds_max_concurrent(
     assert seed2.latency_ms > 0
 
 
-def test_rollout_request_follows_the_contract(client_alice, worker_factory):
+def test_rollout_request_follows_the_contract(client_alice, worker_factory, web_process):
     app, state = task_app_create()
     with serve_asgi(app) as url:
         worker_factory(**FAST)
@@ -84,10 +84,10 @@ def test_rollout_request_follows_the_contract(client_alice, worker_factory):
     config = body["policy"]["config"]
     assert body["policy"]["policy_name"] == "p"
     assert config["model"] == "m" and config["temperature"] == 0
-    prefix = "http://127.0.0.1:8000/api/interceptor/v1/"
-    assert config["inference_url"].startswith(prefix)
-    from traces.tokens import token_hash
+    from traces.tokens import INTERCEPTOR_PATH, token_hash
 
+    prefix = f"{web_process}{INTERCEPTOR_PATH}"
+    assert config["inference_url"].startswith(prefix)
     assert token_hash(config["inference_url"][len(prefix) :]) == attempt.token_hash
     assert config["trace_correlation_id"] == attempt.run_id
     assert body["safety"] == {"max_time_s": 12.0}

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import connection, connections, transaction
 from django.utils import timezone
 
 from jobs import leases, services
@@ -63,3 +65,40 @@ def test_redispatch_tidies_running_seeds_of_a_cancelled_job_whose_worker_died(jo
     sr.refresh_from_db()
     assert sr.status == "cancelled"
     assert RolloutAttempt.objects.get(seed_run=sr).status == "cancelled"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_cancel_does_not_wait_for_workers_writing_rows_that_reference_the_job(job):
+    """Every row a worker writes for a job (an event, a seed's result, an LLM call) holds a
+    key-share lock on the job row until it commits. Cancel must not wait for those: with a
+    plain FOR UPDATE it did, and deadlocked with workers waiting on its seed rows."""
+    if connection.vendor != "postgresql":
+        pytest.skip("row lock modes are PostgreSQL's")
+    locked, release = threading.Event(), threading.Event()
+
+    def worker_writing():
+        with transaction.atomic():
+            with connections["default"].cursor() as cursor:
+                cursor.execute("SELECT 1 FROM jobs_evaljob WHERE id = %s FOR KEY SHARE", [job.pk])
+            locked.set()
+            release.wait(30)
+        connections.close_all()
+
+    writer = threading.Thread(target=worker_writing)
+    writer.start()
+    try:
+        assert locked.wait(10)
+
+        def cancel():
+            services.job_cancel(job=job)
+            connections.close_all()
+
+        cancelled = threading.Thread(target=cancel)
+        cancelled.start()
+        cancelled.join(20)  # blocked for good with FOR UPDATE; done at once with NO KEY
+        assert not cancelled.is_alive(), "cancel waited for a worker's key-share lock"
+    finally:
+        release.set()
+        writer.join()
+    assert EvalJob.objects.get(pk=job.pk).status == "cancelled"
+    assert not SeedRun.objects.filter(job=job, status="pending").exists()

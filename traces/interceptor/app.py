@@ -28,7 +28,7 @@ from traces.interceptor.errors import (
 )
 from traces.interceptor.relay import auth_headers, forward
 from traces.interceptor.writer import CallWriter
-from traces.redaction import RedactingFilter
+from traces.redaction import RedactingFilter, server_redactor
 from traces.tokens import INTERCEPTOR_PATH
 
 ROUTES = {"chat/completions": "POST", "models": "GET"}
@@ -84,7 +84,7 @@ class Interceptor:
             )
         except httpx.HTTPError as exc:
             raise upstream_failure(exc) from exc
-        body = resp.content
+        body = server_redactor().raw(resp.content)
         if resp.status_code >= 400 and not is_openai_error(body):
             body = error_body(f"The provider answered {resp.status_code}.", "upstream_error")
         await send_json(send, resp.status_code, body, headers=pass_headers(resp))

@@ -2,7 +2,10 @@
 bytes arrive; what happened goes into the call's record.
 
 When a streaming caller did not ask for usage, usage is asked for anyway and the provider's
-usage-only chunk (`"choices": []`) is kept from the caller; everything else passes byte for byte.
+usage-only chunk (`"choices": []`) is kept from the caller. A provider that echoes its key (in an
+error, in content) has it masked in what is relayed and in what is stored: a stream is then
+relayed event by event, so a key split across two chunks is still found. Everything else passes
+byte for byte.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import httpx
 
 from traces.interceptor.asgi import pass_headers, send_json
 from traces.interceptor.errors import error_body, is_openai_error, upstream_failure
+from traces.redaction import server_redactor
 from traces.services import CallRecord
 
 _EVENT_END = re.compile(rb"\r?\n\r?\n")
@@ -71,6 +75,7 @@ async def relay_plain(record: CallRecord, resp: httpx.Response, send) -> None:
         record.http_status, record.error = failure.status, f"{failure.type}: {type(exc).__name__}"
         await send_json(send, failure.status, failure.body())
         return
+    data = server_redactor().raw(data)
     record.response_body = data
     if resp.status_code >= 400:
         excerpt = data[:2000].decode("utf-8", "replace")
@@ -108,11 +113,13 @@ async def relay_stream(record: CallRecord, resp: httpx.Response, receive, send, 
         record.error = f"client_disconnected: {type(exc).__name__}"
     finally:
         hangup.cancel()
-        record.response_body = b"".join(raw)
+        record.response_body = server_redactor().raw(b"".join(raw))
     await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 async def _pump(record, resp, send, hangup, raw: list[bytes], t0: float, strip_usage: bool):
+    redactor = server_redactor()
+    by_event = strip_usage or bool(redactor.secrets)
     pending = b""
     async for chunk in resp.aiter_bytes():
         if not raw:  # a stream's headers come at once; its first chunk is what counts
@@ -121,25 +128,28 @@ async def _pump(record, resp, send, hangup, raw: list[bytes], t0: float, strip_u
         if hangup.done():
             record.error = "client_disconnected: the caller closed the stream"
             break
-        if not strip_usage:
+        if not by_event:
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
             continue
         pending += chunk
-        out, pending = complete_events(pending)
+        out, pending = complete_events(pending, strip_usage=strip_usage)
         if out:
+            out = redactor.raw(out)
             await send({"type": "http.response.body", "body": out, "more_body": True})
     if pending:
+        pending = redactor.raw(pending)
         await send({"type": "http.response.body", "body": pending, "more_body": True})
 
 
-def complete_events(buffer: bytes) -> tuple[bytes, bytes]:
-    """(the complete SSE events of `buffer` minus the usage-only chunk, the incomplete rest)."""
+def complete_events(buffer: bytes, *, strip_usage: bool = True) -> tuple[bytes, bytes]:
+    """(the complete SSE events of `buffer`, minus the usage-only chunk when `strip_usage`,
+    the incomplete rest)."""
     out = []
     start = 0
     for match in _EVENT_END.finditer(buffer):
         event = buffer[start : match.end()]
         start = match.end()
-        if not _is_usage_only(event):
+        if not (strip_usage and _is_usage_only(event)):
             out.append(event)
     return b"".join(out), buffer[start:]
 
