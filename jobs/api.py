@@ -29,6 +29,7 @@ from jobs.fields import (
     SeedListField,
     StrictIntegerField,
     StrictNumberField,
+    TaskAppUrlField,
 )
 from jobs.models import EvalJob, JobStatus
 from jobs.public import event_body, job_status_body
@@ -102,7 +103,7 @@ ERRORS = {400: ERROR, 401: ERROR, 404: ERROR}
 
 
 class JobCreateInput(serializers.Serializer):
-    task_app_url = serializers.CharField(max_length=2048)
+    task_app_url = TaskAppUrlField(max_length=2048)
     task_app_api_key = serializers.CharField(
         required=False, allow_null=True, allow_blank=True, max_length=4096
     )
@@ -127,12 +128,6 @@ class JobCreateInput(serializers.Serializer):
         # Limits come from settings, read when the request is validated.
         self.fields["max_concurrent"].max_value = settings.EVALHUB_MAX_CONCURRENT
         self.fields["timeout"].max_value = settings.EVALHUB_MAX_TIMEOUT_S
-
-    def validate_task_app_url(self, value: str) -> str:
-        parsed = urlparse(value.strip())
-        if parsed.scheme not in ("http", "https") or not parsed.netloc:
-            raise serializers.ValidationError("must be an http:// or https:// URL with a host")
-        return value.strip().rstrip("/")
 
     def validate_seeds(self, value: Any) -> list[int]:
         if not isinstance(value, list):
