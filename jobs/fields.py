@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from typing import Any
+from urllib.parse import urlparse
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
@@ -66,7 +67,6 @@ def text_problem(text: str) -> str | None:
     return None
 
 
-@extend_schema_field(OpenApiTypes.INT)
 class StrictIntegerField(serializers.Field):
     """An integer in JSON: rejects booleans, floats and strings rather than coercing them, and
     anything a 64-bit column cannot hold."""
@@ -88,7 +88,6 @@ class StrictIntegerField(serializers.Field):
         return value
 
 
-@extend_schema_field(OpenApiTypes.NUMBER)
 class StrictNumberField(serializers.Field):
     def __init__(self, *, min_value: float, max_value: float, **kwargs):
         self.min_value, self.max_value = min_value, max_value
@@ -122,7 +121,17 @@ class JsonObjectField(serializers.Field):
         return value
 
 
-@extend_schema_field({"type": "array", "items": {"type": "integer"}, "minItems": 1})
+class TaskAppUrlField(serializers.CharField):
+    """An http:// or https:// URL with a host; kept without its trailing slash."""
+
+    def to_internal_value(self, data: Any) -> str:
+        value = super().to_internal_value(data).strip()
+        parsed = urlparse(value)
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise serializers.ValidationError("must be an http:// or https:// URL with a host")
+        return value.rstrip("/")
+
+
 class SeedListField(serializers.JSONField):
     """The seeds of a job: a non-empty list of distinct 64-bit integers (validated by the
     serializer, which knows the configured maximum)."""

@@ -4,7 +4,6 @@ names the field."""
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlparse
 
 from django.conf import settings
 from rest_framework import serializers
@@ -16,6 +15,7 @@ from jobs.fields import (
     SeedListField,
     StrictIntegerField,
     StrictNumberField,
+    TaskAppUrlField,
 )
 
 # Where a job's reward comes from, in synth-ai's verifier config.
@@ -23,7 +23,7 @@ REWARD_SOURCES = ("task_app", "verifier", "fused")
 
 
 class JobCreateInput(serializers.Serializer):
-    task_app_url = serializers.CharField(max_length=2048)
+    task_app_url = TaskAppUrlField(max_length=2048)
     task_app_api_key = serializers.CharField(
         required=False, allow_null=True, allow_blank=True, max_length=4096
     )
@@ -52,12 +52,6 @@ class JobCreateInput(serializers.Serializer):
         # Limits come from settings, read when the request is validated.
         self.fields["max_concurrent"].max_value = settings.EVALHUB_MAX_CONCURRENT
         self.fields["timeout"].max_value = settings.EVALHUB_MAX_TIMEOUT_S
-
-    def validate_task_app_url(self, value: str) -> str:
-        parsed = urlparse(value.strip())
-        if parsed.scheme not in ("http", "https") or not parsed.netloc:
-            raise serializers.ValidationError("must be an http:// or https:// URL with a host")
-        return value.strip().rstrip("/")
 
     def validate_verifier_config(self, value: dict[str, Any] | None) -> dict[str, Any] | None:
         """synth-ai's verifier section: `reward_source` is one of REWARD_SOURCES (as synth-ai

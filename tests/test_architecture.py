@@ -20,6 +20,9 @@ JOBS_MODULES_ON_TOP = {"jobs.api", "jobs.runner", "jobs.tasks", "jobs.urls"}
 LATE_IMPORTS_ALLOWED = {
     # A launcher: Django is set up inside main() after the environment is prepared.
     ("evalhub.runall", "django"),
+    # Django's idiom for registering things once every app is loaded (drf-spectacular's
+    # extensions for our fields).
+    ("jobs.apps", "jobs.schema"),
 }
 
 
