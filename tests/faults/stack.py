@@ -154,6 +154,9 @@ class Stack:
 
         return wait_until(over, timeout=timeout, interval=0.2, what=f"job {job_id} to end")
 
+    def health(self) -> dict[str, Any]:
+        return httpx.get(f"{self.base}/healthz", timeout=5).json()
+
     def results(self, job_id: str) -> dict[str, Any]:
         response = self.http.get(f"{JOBS}/{job_id}/results")
         assert response.status_code == 200, response.text

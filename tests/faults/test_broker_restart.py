@@ -23,6 +23,10 @@ def test_workers_consume_again_after_a_redis_restart_mid_job(stack, record_prope
         wait_until(lambda: state.in_flight >= 3, timeout=30, what="job A to be mid-run")
         stack.redis.restart(down_s=REDIS_DOWN_S)
         back = time.monotonic()
+        # /healthz counts consuming workers again once both have reconnected.
+        wait_until(lambda: len(stack.health()["workers"]) == 2, timeout=45, interval=0.2,
+                   what="/healthz to count both workers again")  # fmt: skip
+        record_property("both_workers_consuming_after_redis_back_s", elapsed_since(back))
         # A job created after the broker is back must be picked up by the workers.
         job_b = stack.job_create(url, [100, 101, 102], max_concurrent=3)
         stack.job_wait(job_b, timeout=60)
