@@ -4,6 +4,7 @@ as part of a plain `make test`, and is skipped when the private servers cannot b
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -78,6 +79,32 @@ def stack(private_services):
     s = Stack(**private_services)
     yield s
     s.close()
+
+
+MEASURED: dict[str, object] = {}
+
+
+@pytest.fixture
+def measure():
+    """Record a figure of the run (recovery times, losses); printed at the end of the session
+    and written to $EVALHUB_DATA_DIR/faults-measurements.json."""
+
+    def record(name: str, value: object) -> None:
+        MEASURED[name] = value
+
+    return record
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not MEASURED:
+        return
+    from django.conf import settings
+
+    terminalreporter.section("fault suite measurements")
+    for name, value in sorted(MEASURED.items()):
+        terminalreporter.write_line(f"{name}: {value}")
+    path = Path(settings.DATA_DIR) / "faults-measurements.json"
+    path.write_text(json.dumps(MEASURED, indent=2, default=str))
 
 
 @pytest.fixture

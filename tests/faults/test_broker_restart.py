@@ -12,7 +12,7 @@ from tests.support.task_app import score_of, task_app_create
 REDIS_DOWN_S = 5.0
 
 
-def test_workers_consume_again_after_a_redis_restart_mid_job(stack, record_property):
+def test_workers_consume_again_after_a_redis_restart_mid_job(stack, measure):
     app, state = task_app_create(delay_s=0.5)
     with serve_asgi(app) as url:
         stack.start_web()
@@ -26,11 +26,11 @@ def test_workers_consume_again_after_a_redis_restart_mid_job(stack, record_prope
         # /healthz counts consuming workers again once both have reconnected.
         wait_until(lambda: len(stack.health()["workers"]) == 2, timeout=45, interval=0.2,
                    what="/healthz to count both workers again")  # fmt: skip
-        record_property("both_workers_consuming_after_redis_back_s", elapsed_since(back))
+        measure("redis_restart.both_workers_consuming_after_redis_back_s", elapsed_since(back))
         # A job created after the broker is back must be picked up by the workers.
         job_b = stack.job_create(url, [100, 101, 102], max_concurrent=3)
         stack.job_wait(job_b, timeout=60)
-        record_property("new_job_done_after_redis_back_s", elapsed_since(back))
+        measure("redis_restart.new_job_done_after_redis_back_s", elapsed_since(back))
         stack.job_wait(job_a, timeout=90)
     for job_id, job_seeds in ((job_a, seeds), (job_b, [100, 101, 102])):
         assert stack.job(job_id)["status"] == "completed"
