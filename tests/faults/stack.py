@@ -70,6 +70,7 @@ class Stack:
             "EVALHUB_PUBLIC_URL": self.base,
         }
         self.children: list[ChildProcess] = []
+        self.restarts: list[tuple[str, int]] = []
         self.celery = Celery("faults", broker=redis.url)
         self.web: ChildProcess | None = None
         self.http = httpx.Client(
@@ -100,6 +101,19 @@ class Stack:
         )  # fmt: skip
         assert child.proc.poll() is None, child.log()
         return child
+
+    def supervise(self, workers: list[ChildProcess], *, seconds: float) -> list[ChildProcess]:
+        """Do what `make run`'s runner and compose do for `seconds`: start a worker again when
+        it exits. Returns the workers now running."""
+        deadline = time.monotonic() + seconds
+        workers = list(workers)
+        while time.monotonic() < deadline:
+            for i, worker in enumerate(workers):
+                if worker.proc.poll() is not None:
+                    self.restarts.append((worker.name, worker.proc.returncode))
+                    workers[i] = self.worker(f"{worker.name}-again")
+            time.sleep(0.2)
+        return workers
 
     def beat(self) -> ChildProcess:
         schedule = Path(self.env["EVALHUB_DATA_DIR"]) / f"beat-{uuid.uuid4().hex[:8]}"
