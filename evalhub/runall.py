@@ -1,7 +1,8 @@
 """`make run`: the web server and one Celery worker (with the scheduler) in one command.
 
-Ctrl-C or SIGTERM stops both; if either exits, the other is stopped too and the exit code
-is passed on. Every value comes from evalhub's settings (read from the environment there).
+Ctrl-C or SIGTERM stops both. A child that exits is started again (a worker that can no
+longer consume exits on purpose); one that keeps exiting (more than MAX_RESTARTS times in
+RESTART_WINDOW_S) stops everything, and its exit code is passed on. Every value comes from evalhub's settings (read from the environment there).
 """
 
 from __future__ import annotations
@@ -43,36 +44,70 @@ def banner(settings) -> str:
     )
 
 
-def supervise(procs: dict[str, subprocess.Popen]) -> int:
-    """Wait until a signal arrives or a process exits; then stop them all."""
-    stopping = False
+# A child that exits is started again; one that exits this many times within RESTART_WINDOW_S
+# (it cannot start at all) stops everything instead, with its exit code.
+MAX_RESTARTS = 5
+RESTART_WINDOW_S = 60.0
+
+
+class Supervisor:
+    """Keeps the children running: restarts one that exits (a worker that could no longer
+    consume exits on purpose, see evalhub.celery), until a signal arrives or a child keeps
+    failing; then stops them all."""
+
+    def __init__(self, argvs: dict[str, list[str]], *, start=None, clock=time.monotonic):
+        self.argvs = argvs
+        self.start = start or (lambda argv: subprocess.Popen(argv))
+        self.clock = clock
+        self.procs = {name: self.start(argv) for name, argv in argvs.items()}
+        self.exits: dict[str, list[float]] = {name: [] for name in argvs}
+        self.stopping = False
+        self.exit_code = 0
+
+    def check(self) -> None:
+        """One look at the children: restart the ones that exited, or give up."""
+        for name, proc in self.procs.items():
+            code = proc.poll()
+            if code is None:
+                continue
+            now = self.clock()
+            recent = [t for t in self.exits[name] if now - t < RESTART_WINDOW_S] + [now]
+            self.exits[name] = recent
+            if len(recent) > MAX_RESTARTS:
+                print(f"evalhub: {name} exited {len(recent)} times in {RESTART_WINDOW_S:g}s "
+                      f"(last code {code}); stopping", flush=True)  # fmt: skip
+                self.exit_code = code or 1
+                self.stopping = True
+                return
+            print(f"evalhub: {name} exited with code {code}; starting it again", flush=True)
+            self.procs[name] = self.start(self.argvs[name])
+
+    def stop_all(self, timeout: float = 20.0) -> int:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        return self.exit_code
+
+
+def supervise(argvs: dict[str, list[str]], env: dict[str, str]) -> int:
+    """Run the children until SIGINT/SIGTERM (or one keeps failing); then stop them all."""
+    supervisor = Supervisor(argvs, start=lambda argv: subprocess.Popen(argv, env=env))
 
     def stop(signum, frame):  # noqa: ARG001
-        nonlocal stopping
-        stopping = True
+        supervisor.stopping = True
 
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
-    exit_code = 0
-    while not stopping:
-        for name, proc in procs.items():
-            code = proc.poll()
-            if code is not None:
-                print(f"evalhub: {name} exited with code {code}; stopping", flush=True)
-                exit_code = code or 1
-                stopping = True
-                break
+    while not supervisor.stopping:
+        supervisor.check()
         time.sleep(0.2)
-    for proc in procs.values():
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + 20
-    for proc in procs.values():
-        try:
-            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-    return exit_code
+    return supervisor.stop_all()
 
 
 def main() -> int:
@@ -83,9 +118,8 @@ def main() -> int:
 
     django.setup()
     env = dict(os.environ, EVALHUB_PUBLIC_URL=settings.EVALHUB_PUBLIC_URL, PORT=str(settings.PORT))
-    procs = {name: subprocess.Popen(argv, env=env) for name, argv in commands(settings).items()}
     print(banner(settings), flush=True)
-    return supervise(procs)
+    return supervise(commands(settings), env)
 
 
 if __name__ == "__main__":

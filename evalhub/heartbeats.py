@@ -1,0 +1,117 @@
+"""Worker heartbeats: each worker's consumer writes one while it consumes; /healthz reads them.
+
+A heartbeat is written from the consumer's own event loop (evalhub.celery), so it stops when the
+worker stops consuming, even if the process is still alive. It lives beside the queue: a key
+with a time-to-live in Redis (`evalhub:heartbeat:<queue>:<worker>`), or a file in the
+file-system broker's folder for the embedded default. Reading them costs one round trip with
+short timeouts, so /healthz answers quickly even when the broker is down.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from pathlib import Path
+
+import redis
+from django.conf import settings
+
+# A consuming worker writes every HEARTBEAT_S; one not seen for HEARTBEAT_TTL_S is not consuming.
+HEARTBEAT_S = 2.0
+HEARTBEAT_TTL_S = 10.0
+# Redis calls made for heartbeats never wait longer than this.
+REDIS_TIMEOUT_S = 0.5
+
+
+def _redis_url() -> str | None:
+    url = settings.CELERY_BROKER_URL
+    return url if url.startswith(("redis://", "rediss://")) else None
+
+
+def _prefix() -> str:
+    return f"evalhub:heartbeat:{settings.CELERY_TASK_DEFAULT_QUEUE}:"
+
+
+def _folder() -> Path:
+    return settings.DATA_DIR / "broker" / "heartbeats"
+
+
+def supported() -> bool:
+    """Heartbeats are kept with a Redis broker and with the file-system one."""
+    return _redis_url() is not None or settings.CELERY_BROKER_URL == "filesystem://"
+
+
+def redis_client(url: str) -> redis.Redis:
+    return redis.Redis.from_url(
+        url,
+        socket_connect_timeout=REDIS_TIMEOUT_S,
+        socket_timeout=REDIS_TIMEOUT_S,
+        retry_on_timeout=False,
+    )
+
+
+class HeartbeatWriter:
+    """One per worker process; `beat()` is cheap and never raises."""
+
+    def __init__(self, worker: str):
+        self.worker = worker
+        self.url = _redis_url()
+        self.client = redis_client(self.url) if self.url else None
+        self.last_ok: float | None = None
+
+    def beat(self) -> bool:
+        record = json.dumps({"worker": self.worker, "pid": os.getpid(), "at": time.time()})
+        try:
+            if self.client is not None:
+                self.client.set(_prefix() + self.worker, record, px=int(HEARTBEAT_TTL_S * 1000))
+            elif settings.CELERY_BROKER_URL == "filesystem://":
+                folder = _folder()
+                folder.mkdir(parents=True, exist_ok=True)
+                (folder / f"{self.worker}.json").write_text(record)
+        except (redis.RedisError, OSError):
+            return False
+        self.last_ok = time.monotonic()
+        return True
+
+    def clear(self) -> None:
+        try:
+            if self.client is not None:
+                self.client.delete(_prefix() + self.worker)
+            elif settings.CELERY_BROKER_URL == "filesystem://":
+                (_folder() / f"{self.worker}.json").unlink(missing_ok=True)
+        except (redis.RedisError, OSError):
+            pass
+
+
+def live_workers() -> list[dict]:
+    """The workers that consumed within HEARTBEAT_TTL_S: `worker`, `pid`, `seen_s_ago`.
+    Raises when the heartbeats cannot be read (the broker is down)."""
+    now = time.time()
+    records: list[dict] = []
+    url = _redis_url()
+    if url:
+        client = redis_client(url)
+        try:
+            keys = list(client.scan_iter(match=_prefix() + "*", count=100))
+            values = client.mget(keys) if keys else []
+        finally:
+            client.close()
+        records = [json.loads(v) for v in values if v]
+    elif settings.CELERY_BROKER_URL == "filesystem://" and _folder().is_dir():
+        for path in _folder().glob("*.json"):
+            try:
+                records.append(json.loads(path.read_text()))
+            except (OSError, ValueError):
+                continue
+    live = [
+        {"worker": r["worker"], "pid": r["pid"], "seen_s_ago": round(max(0.0, now - r["at"]), 1)}
+        for r in records
+        if now - r["at"] <= HEARTBEAT_TTL_S
+    ]
+    return sorted(live, key=lambda r: r["worker"])
+
+
+def worker_id(hostname: str | None = None) -> str:
+    return hostname or f"{socket.gethostname()}:{os.getpid()}"

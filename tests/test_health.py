@@ -1,0 +1,84 @@
+"""GET /healthz: database, broker and consuming workers (by heartbeat), answered quickly."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from evalhub import heartbeats
+from tests.support.servers import wait_until
+
+
+@pytest.fixture
+def heartbeat():
+    writers: list[heartbeats.HeartbeatWriter] = []
+
+    def write(name: str) -> heartbeats.HeartbeatWriter:
+        writer = heartbeats.HeartbeatWriter(name)
+        assert writer.beat()
+        writers.append(writer)
+        return writer
+
+    yield write
+    for writer in writers:
+        writer.clear()
+
+
+def test_no_consuming_worker_is_503_and_says_so(db, client):
+    response = client.get("/healthz")
+    body = response.json()
+    assert response.status_code == 503
+    assert body["checks"]["database"] == "ok"
+    assert body["checks"]["broker"] == "ok"
+    assert body["checks"]["workers"].startswith("no worker consumed")
+    assert body["workers"] == []
+
+
+def test_a_fresh_heartbeat_counts_as_a_consuming_worker(db, client, heartbeat):
+    heartbeat("health-test-worker@host")
+    response = client.get("/healthz")
+    body = response.json()
+    assert response.status_code == 200, body
+    assert body["status"] == "ok"
+    assert [w["worker"] for w in body["workers"]] == ["health-test-worker@host"]
+    assert body["workers"][0]["seen_s_ago"] < heartbeats.HEARTBEAT_TTL_S
+
+
+def test_a_stale_heartbeat_does_not_count(db, client, heartbeat, monkeypatch):
+    heartbeat("health-test-stale@host")
+    later = time.time() + heartbeats.HEARTBEAT_TTL_S + 1
+    monkeypatch.setattr(heartbeats.time, "time", lambda: later)
+    body = client.get("/healthz").json()
+    assert body["workers"] == []
+
+
+def test_a_broker_that_is_down_is_reported_quickly(db, client, settings):
+    settings.CELERY_BROKER_URL = "redis://127.0.0.1:1/0"  # nothing listens on port 1
+    started = time.monotonic()
+    response = client.get("/healthz")
+    elapsed = time.monotonic() - started
+    body = response.json()
+    assert response.status_code == 503
+    assert body["checks"]["database"] == "ok"
+    assert "ConnectionError" in body["checks"]["broker"]
+    assert body["checks"]["workers"].startswith("unknown")
+    assert elapsed < 1.0
+
+
+@pytest.mark.worker
+def test_a_real_worker_is_counted_while_it_consumes_and_not_once_killed(client, worker_factory):
+    worker = worker_factory()
+
+    def workers() -> list[dict]:
+        return client.get("/healthz").json()["workers"]
+
+    live = wait_until(workers, timeout=30, what="the worker's first heartbeat")
+    assert len(live) == 1 and live[0]["pid"] == worker.proc.pid
+    worker.kill()
+    wait_until(
+        lambda: not workers(),
+        timeout=heartbeats.HEARTBEAT_TTL_S + 5,
+        interval=0.5,
+        what="the killed worker's heartbeat to expire",
+    )
