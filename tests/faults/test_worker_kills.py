@@ -14,11 +14,6 @@ from tests.support.task_app import score_of, task_app_create
 
 SEEDS = list(range(150))
 KILLS = 4
-INFRA_RETRIES_BUG = (
-    "jobs/leases.py seed_run_claim: a seed whose worker was lost (lease expired) spends one of "
-    "its EVALHUB_ROLLOUT_MAX_ATTEMPTS task-app attempts, so a seed killed that many times fails "
-    "with 'every attempt was lost with its worker'"
-)
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +72,6 @@ def test_every_seed_has_exactly_one_final_result_and_none_is_lost(killed_job, me
     assert sorted(r["seed"] for r in results["results"]) == SEEDS
 
 
-@pytest.mark.xfail(strict=False, reason=INFRA_RETRIES_BUG)
 def test_no_seed_fails_because_its_workers_were_killed(killed_job):
     stack, job_id = killed_job["stack"], killed_job["job_id"]
     rows = stack.seeds(job_id)
