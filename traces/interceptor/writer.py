@@ -16,7 +16,6 @@ from traces import services
 
 log = logging.getLogger(__name__)
 
-_LINGER_S = 0.05
 _BATCH = 200
 
 
@@ -44,9 +43,9 @@ class CallWriter:
 
     def _run(self) -> None:
         while True:
+            # No linger: calls that finish while a batch is being saved share the next one, and
+            # a lone call is counted against its job's budget at once.
             batch = [self._queue.get()]
-            # Linger a moment so calls finishing together share one transaction.
-            time.sleep(_LINGER_S)
             while len(batch) < _BATCH:
                 try:
                     batch.append(self._queue.get_nowait())
