@@ -67,7 +67,11 @@ def test_a_broker_that_is_down_is_reported_quickly(db, client, settings):
 
 
 @pytest.mark.worker
-def test_a_real_worker_is_counted_while_it_consumes_and_not_once_killed(client, worker_factory):
+def test_a_real_worker_is_counted_while_it_consumes_and_not_once_killed(
+    client, worker_factory, celery_queue, settings
+):
+    # Heartbeats live beside the worker's queue: this session's own.
+    settings.CELERY_TASK_DEFAULT_QUEUE = celery_queue
     worker = worker_factory()
 
     def workers() -> list[dict]:
