@@ -80,7 +80,7 @@ def seed_run_claim(*, job_id: str, worker: str, limit: int, lease_s: float) -> l
             max_losses = settings.EVALHUB_SEED_MAX_LOSSES
             spent = [i for i, n in expired if n + 1 >= max_losses]
             if spent:
-                _seed_runs_fail_spent(seed_run_ids=spent, job_id=job_id, now=now)
+                _seed_runs_fail_spent(seed_run_ids=spent, now=now)
             ids = [i for i, n in expired if n + 1 < max_losses]
         if len(ids) < slots:
             ids += list(
@@ -110,7 +110,7 @@ def _attempts_abandon(*, seed_run_ids: list[int], error: str) -> None:
     ).update(status=AttemptStatus.ABANDONED, finished_at=timezone.now(), error=error)
 
 
-def _seed_runs_fail_spent(*, seed_run_ids: list[int], job_id: str, now) -> None:
+def _seed_runs_fail_spent(*, seed_run_ids: list[int], now) -> None:
     error = (
         f"lost with its worker {settings.EVALHUB_SEED_MAX_LOSSES} times "
         "(EVALHUB_SEED_MAX_LOSSES); the task app was never the cause"

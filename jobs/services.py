@@ -121,14 +121,12 @@ def job_cancel(*, job: EvalJob) -> EvalJob:
     """Stop the job: no new claims, pending seeds cancelled. Workers abort what is in flight
     when they next look at the job (they check it every second or so). Never fails for
     contention: a transaction the database chose to break is tried again."""
-    for attempt in range(CANCEL_TRIES):
+    for attempt in range(1, CANCEL_TRIES):
         try:
             return _job_cancel(job_id=job.pk)
         except OperationalError:  # deadlock or serialization failure: workers write meanwhile
-            if attempt == CANCEL_TRIES - 1:
-                raise
-            time.sleep(0.05 * (attempt + 1))
-    raise AssertionError("unreachable")
+            time.sleep(0.05 * attempt)
+    return _job_cancel(job_id=job.pk)  # the last try raises what it meets
 
 
 def _job_cancel(*, job_id: str) -> EvalJob:
