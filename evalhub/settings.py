@@ -14,6 +14,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from evalhub.env import envbool, envfloat, envint, envjson, envstr, envurl
+from evalhub.providers import upstreams_from
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(envstr("EVALHUB_DATA_DIR", str(BASE_DIR / "var"))).resolve()
@@ -284,8 +285,6 @@ LOGGING = {
 
 # Extra provider settings read by the interceptor (see README).
 EVALHUB_PROVIDERS = envjson("EVALHUB_PROVIDERS", {})
-if not isinstance(EVALHUB_PROVIDERS, dict):
-    raise ImproperlyConfigured("EVALHUB_PROVIDERS must be a JSON object")
 
 # --- Dashboard ----------------------------------------------------------------------------------
 # Serve the dashboard's CSS and JS straight from the apps' static folders too, so a process
@@ -293,27 +292,11 @@ if not isinstance(EVALHUB_PROVIDERS, dict):
 WHITENOISE_USE_FINDERS = True
 
 # --- The LLM interceptor (see the README's interceptor section) -------------------------------
-# Upstreams by provider name: `openai` from OPENAI_BASE_URL/OPENAI_API_KEY, the rest from
-# EVALHUB_PROVIDERS, whose keys are read here from the variables the entries name.
-EVALHUB_UPSTREAMS: dict[str, dict] = {
-    "openai": {"base_url": OPENAI_BASE_URL, "api_key": OPENAI_API_KEY, "price_provider": "openai"}
-}
-for _name, _entry in EVALHUB_PROVIDERS.items():
-    if not isinstance(_entry, dict) or not isinstance(_entry.get("base_url"), str):
-        raise ImproperlyConfigured(
-            f"EVALHUB_PROVIDERS[{_name!r}] must be an object with a string base_url"
-        )
-    _key_env = _entry.get("api_key_env")
-    if _key_env is not None and not isinstance(_key_env, str):
-        raise ImproperlyConfigured(f"EVALHUB_PROVIDERS[{_name!r}].api_key_env must be a string")
-    _price_provider = _entry.get("price_provider", _name)
-    if _price_provider is not None and not isinstance(_price_provider, str):
-        raise ImproperlyConfigured(f"EVALHUB_PROVIDERS[{_name!r}].price_provider must be a string")
-    EVALHUB_UPSTREAMS[_name] = {
-        "base_url": envurl(f"EVALHUB_PROVIDERS[{_name}]", _entry["base_url"]),
-        "api_key": envstr(_key_env) if _key_env else "",
-        "price_provider": _price_provider,
-    }
+# Upstreams by provider name (`openai` from OPENAI_BASE_URL/OPENAI_API_KEY, the rest from
+# EVALHUB_PROVIDERS: kind, keys, retries, rpm/tpm, fallback) and model aliases.
+EVALHUB_UPSTREAMS, EVALHUB_MODEL_ALIASES = upstreams_from(
+    EVALHUB_PROVIDERS, openai_base_url=OPENAI_BASE_URL, openai_api_key=OPENAI_API_KEY
+)
 # Per-model prices (USD per million tokens) that win over genai-prices, e.g. for own models.
 EVALHUB_MODEL_PRICES = envjson("EVALHUB_MODEL_PRICES", {})
 if not isinstance(EVALHUB_MODEL_PRICES, dict) or not all(
@@ -327,8 +310,13 @@ if not isinstance(EVALHUB_MODEL_PRICES, dict) or not all(
         "EVALHUB_MODEL_PRICES must be a JSON object of "
         '{"model": {"input_per_mtok": n, "output_per_mtok": n, "cache_read_per_mtok": n}}'
     )
-# A token keeps working this long after its attempt ended (late calls of a finishing rollout).
-EVALHUB_INTERCEPTOR_GRACE_S = envfloat("EVALHUB_INTERCEPTOR_GRACE_S", 30.0, minimum=0.0)
+# A token keeps working this long after its attempt ended (0: refused at once).
+EVALHUB_INTERCEPTOR_GRACE_S = envfloat("EVALHUB_INTERCEPTOR_GRACE_S", 0.0, minimum=0.0)
+# How often each web process asks which of the attempts it serves have ended (one query for
+# all of them): an ended attempt's URL is refused (410) at most this long after it ended.
+EVALHUB_INTERCEPTOR_REVOCATION_POLL_S = envfloat(
+    "EVALHUB_INTERCEPTOR_REVOCATION_POLL_S", 0.5, minimum=0.05
+)
 # How long a resolved token is trusted without asking the database again.
 EVALHUB_INTERCEPTOR_TOKEN_TTL_S = envfloat("EVALHUB_INTERCEPTOR_TOKEN_TTL_S", 5.0, minimum=0.0)
 # How often a job's spent totals (for budgets) are re-read from the database.

@@ -17,6 +17,7 @@ from jobs.fields import (
     StrictNumberField,
     TaskAppUrlField,
 )
+from jobs.rollout_limits import rollout_limits_validate
 
 # Where a job's reward comes from, in synth-ai's verifier config.
 REWARD_SOURCES = ("task_app", "verifier", "fused")
@@ -42,6 +43,7 @@ class JobCreateInput(serializers.Serializer):
     timeout = StrictNumberField(min_value=1.0, max_value=1.0, required=False, allow_null=True)
     max_cost_usd = StrictNumberField(min_value=0.0, max_value=1e9, required=False, allow_null=True)
     max_tokens = StrictIntegerField(min_value=1, required=False, allow_null=True)
+    rollout_limits = JsonObjectField(required=False, allow_null=True)
     # synth-ai 0.5's eval CLI sends the `ops` of its config; accepted, not used.
     ops = serializers.ListField(
         child=serializers.CharField(max_length=255), required=False, allow_null=True, max_length=100
@@ -74,6 +76,9 @@ class JobCreateInput(serializers.Serializer):
             ):
                 raise serializers.ValidationError(f"{name} must be a number >= 0")
         return value
+
+    def validate_rollout_limits(self, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        return rollout_limits_validate(value)
 
     def validate_seeds(self, value: Any) -> list[int]:
         if not isinstance(value, list):
@@ -117,6 +122,7 @@ class JobCreateInput(serializers.Serializer):
             timeout=given("timeout", 600.0),
             max_cost_usd=d.get("max_cost_usd"),
             max_tokens=d.get("max_tokens"),
+            rollout_limits=d.get("rollout_limits"),
         )
 
 

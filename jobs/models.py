@@ -69,6 +69,8 @@ class EvalJob(models.Model):
     timeout_s = models.FloatField(default=600.0)
     max_cost_usd = models.FloatField(null=True, blank=True)
     max_tokens = models.BigIntegerField(null=True, blank=True)
+    # What one rollout attempt may spend: {max_llm_calls, max_tokens, max_cost_usd} (any).
+    rollout_limits = models.JSONField(null=True, blank=True)
     num_seeds = models.PositiveIntegerField(default=0)
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)

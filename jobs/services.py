@@ -45,6 +45,7 @@ class JobSpec:
     timeout: float = 600.0
     max_cost_usd: float | None = None
     max_tokens: int | None = None
+    rollout_limits: dict[str, Any] | None = None
 
 
 class IdempotencyConflict(Exception):
@@ -105,6 +106,7 @@ def _job_create(owner, spec: JobSpec, idempotency_key: str, fingerprint: str) ->
             timeout_s=spec.timeout,
             max_cost_usd=spec.max_cost_usd,
             max_tokens=spec.max_tokens,
+            rollout_limits=spec.rollout_limits,
             num_seeds=len(spec.seeds),
         )
         SeedRun.objects.bulk_create(

@@ -9,6 +9,12 @@ from jobs.models import RolloutAttempt
 # `LLMCall.error` begins with this when the interceptor refused a call because the job's budget
 # was spent (http_status 429); the API calls it `budget_exceeded` too.
 BUDGET_EXCEEDED = "budget_exceeded"
+# ...and this when one rollout reached one of its job's `rollout_limits` (http_status 429).
+ROLLOUT_LIMIT_EXCEEDED = "rollout_limit_exceeded"
+# In the error of a failed try the interceptor tried again (it is not billed, nor a call).
+RETRIED_MARK = "tried again"
+# The wire formats a call can come in (`LLMCall.route`).
+ROUTES = ("chat.completions", "responses", "messages", "completions", "embeddings")
 
 
 class LLMCall(models.Model):
@@ -19,6 +25,8 @@ class LLMCall(models.Model):
     model_requested = models.CharField(max_length=255, blank=True, default="")
     model_answered = models.CharField(max_length=255, blank=True, default="")
     stream = models.BooleanField(default=False)
+    # Which API the call spoke (one of ROUTES): its request and response are in that format.
+    route = models.CharField(max_length=32, default="chat.completions")
     request = models.JSONField(default=dict)
     response = models.JSONField(null=True, blank=True)
 
@@ -26,6 +34,9 @@ class LLMCall(models.Model):
     completion_tokens = models.BigIntegerField(null=True, blank=True)
     cached_tokens = models.BigIntegerField(null=True, blank=True)
     reasoning_tokens = models.BigIntegerField(null=True, blank=True)
+    # Prompt tokens written to the provider's cache (Anthropic bills them above input); part of
+    # prompt_tokens, like cached_tokens (the ones read from it).
+    cache_write_tokens = models.BigIntegerField(null=True, blank=True)
     total_tokens = models.BigIntegerField(null=True, blank=True)
     usage_estimated = models.BooleanField(default=False)
     cost_usd = models.FloatField(null=True, blank=True)

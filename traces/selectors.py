@@ -6,7 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.db.models import Count, Q, Sum
+
 from jobs.models import AttemptStatus, RolloutAttempt
+from traces.models import BUDGET_EXCEEDED, RETRIED_MARK, ROLLOUT_LIMIT_EXCEEDED, LLMCall
 
 
 @dataclass(frozen=True)
@@ -20,6 +23,8 @@ class AttemptAccess:
     finished_at: datetime | None
     max_cost_usd: float | None
     max_tokens: int | None
+    # The job's per-rollout limits ({max_llm_calls, max_tokens, max_cost_usd}), or None.
+    rollout_limits: dict | None = None
 
     @property
     def has_budget(self) -> bool:
@@ -37,6 +42,7 @@ def attempt_access_get(*, token_hash: str) -> AttemptAccess | None:
             "seed_run__job__policy",
             "seed_run__job__max_cost_usd",
             "seed_run__job__max_tokens",
+            "seed_run__job__rollout_limits",
         )
         .first()
     )
@@ -52,4 +58,36 @@ def attempt_access_get(*, token_hash: str) -> AttemptAccess | None:
         finished_at=row["finished_at"],
         max_cost_usd=row["seed_run__job__max_cost_usd"],
         max_tokens=row["seed_run__job__max_tokens"],
+        rollout_limits=row["seed_run__job__rollout_limits"] or None,
     )
+
+
+def attempts_ended(*, attempt_ids: list[int]) -> dict[int, datetime | None]:
+    """Of these attempts, the ones no longer running, with when they ended: one query by
+    primary key, however many calls the attempts make."""
+    ended: dict[int, datetime | None] = {}
+    for start in range(0, len(attempt_ids), 900):
+        rows = (
+            RolloutAttempt.objects.filter(pk__in=attempt_ids[start : start + 900])
+            .exclude(status=AttemptStatus.RUNNING)
+            .values_list("id", "finished_at")
+        )
+        ended.update(rows)
+    return ended
+
+
+def attempt_spent(*, attempt_id: int) -> tuple[int, int, float]:
+    """(calls that reached a provider, tokens, cost) of one attempt so far: what a process that
+    first sees the attempt starts its per-rollout counts from. Failed tries that were retried
+    are not calls of their own."""
+    refused = (
+        Q(error__startswith=BUDGET_EXCEEDED)
+        | Q(error__startswith=ROLLOUT_LIMIT_EXCEEDED)
+        | Q(error__contains=RETRIED_MARK)
+    )
+    row = (
+        LLMCall.objects.filter(attempt_id=attempt_id)
+        .exclude(refused)
+        .aggregate(calls=Count("id"), tokens=Sum("total_tokens"), cost=Sum("cost_usd"))
+    )
+    return row["calls"] or 0, row["tokens"] or 0, row["cost"] or 0.0

@@ -15,13 +15,8 @@ from django.db.models import Max
 
 from traces.models import LLMCall
 from traces.pricing import call_cost
-from traces.usage import (
-    TokenUsage,
-    response_from_stream,
-    sse_events,
-    usage_estimate,
-    usage_from_provider,
-)
+from traces.usage import TokenUsage, sse_events, usage_estimate
+from traces.wire import response_from_stream, usage_of
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +32,8 @@ class CallRecord:
     request: dict[str, Any]
     started_at: datetime
     stream: bool = False
+    # The API the call spoke (traces.models.ROUTES).
+    route: str = "chat.completions"
     # The upstream's answer exactly as received (JSON, or the SSE bytes of a stream).
     response_body: bytes = b""
     response_is_sse: bool = False
@@ -55,7 +52,7 @@ def llm_call_build(*, record: CallRecord) -> LLMCall:
     if error is None and isinstance(response, dict) and response.get("error"):
         # A provider may answer 200 and put an error event in the stream.
         error = f"provider_error: {json.dumps(response['error'])[:2000]}"
-    usage = usage_from_provider(response.get("usage")) if response else None
+    usage = usage_of(record.route, response.get("usage")) if response else None
     # A stream that broke off midway was still generated (and billed) up to the cut.
     answered_ok = record.forwarded and (record.http_status == 200 or record.response_is_sse)
     if usage is None and answered_ok:
@@ -75,6 +72,7 @@ def llm_call_build(*, record: CallRecord) -> LLMCall:
             completion_tokens=usage.completion_tokens,
             cached_tokens=usage.cached_tokens,
             reasoning_tokens=usage.reasoning_tokens,
+            cache_write_tokens=usage.cache_write_tokens,
         )
         cost = price(model=model_answered or model_requested)
         if cost is None and model_answered and model_answered != model_requested:
@@ -87,12 +85,14 @@ def llm_call_build(*, record: CallRecord) -> LLMCall:
         model_requested=model_requested[:255],
         model_answered=model_answered[:255],
         stream=record.stream,
+        route=record.route,
         request=record.request,
         response=response,
         prompt_tokens=usage.prompt_tokens,
         completion_tokens=usage.completion_tokens,
         cached_tokens=usage.cached_tokens,
         reasoning_tokens=usage.reasoning_tokens,
+        cache_write_tokens=usage.cache_write_tokens,
         total_tokens=usage.total_tokens,
         usage_estimated=usage.estimated,
         cost_usd=cost,
@@ -153,7 +153,7 @@ def _response_document(record: CallRecord) -> dict[str, Any] | None:
     if not record.response_body:
         return {"error": {"message": record.error}} if record.error else None
     if record.response_is_sse:
-        doc = response_from_stream(sse_events(record.response_body))
+        doc = response_from_stream(record.route, sse_events(record.response_body))
         if record.error and "error" not in doc:
             doc["error"] = {"message": record.error}
         return doc

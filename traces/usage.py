@@ -25,6 +25,7 @@ class TokenUsage:
     cached_tokens: int = 0
     reasoning_tokens: int = 0
     total_tokens: int = 0
+    cache_write_tokens: int = 0
     estimated: bool = False
 
 
@@ -55,12 +56,18 @@ def usage_estimate(*, request: dict[str, Any], response: dict[str, Any] | None) 
     messages = request.get("messages") or []
     for message in messages:
         prompt_chars += _text_len(message)
+    for key in ("input", "prompt", "system", "instructions"):  # the other wire formats
+        if request.get(key):
+            prompt_chars += len(json.dumps(request[key]))
     if request.get("tools"):
         prompt_chars += len(json.dumps(request["tools"]))
     prompt = _tokens(prompt_chars) + TOKENS_PER_MESSAGE * len(messages)
     completion_chars = 0
     for choice in (response or {}).get("choices") or []:
-        completion_chars += _text_len(choice.get("message") or {})
+        completion_chars += _text_len(choice.get("message") or {}) + len(choice.get("text") or "")
+    for key in ("output", "content"):  # Responses' output items, Messages' content blocks
+        if isinstance((response or {}).get(key), list):
+            completion_chars += len(json.dumps(response[key]))
     completion = _tokens(completion_chars)
     return TokenUsage(
         prompt_tokens=prompt,

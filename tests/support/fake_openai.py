@@ -18,6 +18,10 @@ A request steers the fake through an extra body field the interceptor passes thr
   reasoning: "..."        answer with that text as `reasoning_content`, as reasoning models do
   echo_key: true          put the key it was called with in its reasoning and in an error
                           body (a provider that leaks its caller's key: it must go no further)
+  fail_times: 2           answer the first 2 requests of the same `fail_key` with
+                          `fail_status` (429) and `retry-after: <retry_after>` when given
+
+`/v1/responses`, `/v1/completions` and `/v1/embeddings` answer from tests/support/fake_wire.py.
 
 It answers with a call of the first tool whenever the request has tools, unless the request's
 `tool_choice` is "none" (as a policy asks for its final answer after a tool result).
@@ -35,6 +39,8 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from tests.support import fake_wire
+
 MODELS = ["gpt-4o-mini", "o4-mini", "house-model"]
 
 
@@ -42,9 +48,13 @@ class FakeOpenAI:
     def __init__(self) -> None:
         self.received: list[dict[str, Any]] = []
         self.chunks_sent = 0
+        self.failures: dict[str, int] = {}
         self.app = Starlette(
             routes=[
                 Route("/v1/chat/completions", self.chat, methods=["POST"]),
+                Route("/v1/responses", self.other, methods=["POST"]),
+                Route("/v1/completions", self.other, methods=["POST"]),
+                Route("/v1/embeddings", self.other, methods=["POST"]),
                 Route("/v1/models", self.models, methods=["GET"]),
             ]
         )
@@ -69,6 +79,9 @@ class FakeOpenAI:
         body = json.loads(raw)
         self._record(request, body)
         opts = body.get("fake") or {}
+        refusal = self.refusal(opts)
+        if refusal is not None:
+            return refusal
         if opts.get("echo_key"):
             key = request.headers.get("authorization", "").removeprefix("Bearer ")
             opts["reasoning"] = f"I was called with the key {key}"
@@ -95,6 +108,41 @@ class FakeOpenAI:
             return StreamingResponse(self._stream(body, opts), media_type="text/event-stream")
         return JSONResponse(completion(body))
 
+    def refusal(self, opts: dict[str, Any]) -> Response | None:
+        """The `fail_times` answers: a rate limit (or outage) for the first tries."""
+        key = str(opts.get("fail_key", "default"))
+        if self.failures.get(key, 0) >= (opts.get("fail_times") or 0):
+            return None
+        self.failures[key] = self.failures.get(key, 0) + 1
+        status = opts.get("fail_status", 429)
+        headers = {"retry-after": str(opts["retry_after"])} if "retry_after" in opts else {}
+        error = {"message": f"fake {status}: slow down", "type": "rate_limit_error",
+                 "param": None, "code": "rate_limit_exceeded"}  # fmt: skip
+        return JSONResponse({"error": error}, status_code=status, headers=headers)
+
+    async def other(self, request: Request) -> Response:
+        body = json.loads(await request.body())
+        self._record(request, body)
+        refusal = self.refusal(body.get("fake") or {})
+        if refusal is not None:
+            return refusal
+        path = request.url.path
+        if path.endswith("/embeddings"):
+            return JSONResponse(fake_wire.embeddings(body))
+        if path.endswith("/responses") and body.get("stream"):
+            events = fake_wire.response_events(body)
+            lines = [
+                f"event: {kind}\ndata: {json.dumps(data)}\n\n".encode() for kind, data in events
+            ]
+            return StreamingResponse(_iterate(lines), media_type="text/event-stream")
+        if path.endswith("/responses"):
+            return JSONResponse(fake_wire.response(body))
+        if body.get("stream"):
+            lines = [f"data: {json.dumps(c)}\n\n".encode() for c in fake_wire.text_chunks(body)]
+            return StreamingResponse(_iterate([*lines, b"data: [DONE]\n\n"]),
+                                     media_type="text/event-stream")  # fmt: skip
+        return JSONResponse(fake_wire.text_completion(body))
+
     def _record(self, request: Request, body: Any) -> None:
         self.received.append(
             {"path": request.url.path, "headers": dict(request.headers), "body": body}
@@ -109,6 +157,11 @@ class FakeOpenAI:
             self.chunks_sent += 1
             await asyncio.sleep(opts.get("chunk_delay_s", 0))
         yield b"data: [DONE]\n\n"
+
+
+async def _iterate(items: list[bytes]):
+    for item in items:
+        yield item
 
 
 def _words(body: dict[str, Any]) -> list[str]:

@@ -100,12 +100,18 @@ def interceptor_web(transactional_db, fake_upstream):
         OPENAI_BASE_URL=fake_upstream.url,
         OPENAI_API_KEY=SERVER_KEY,
         EVALHUB_PROVIDERS=json.dumps(
-            {"selfhosted": {"base_url": fake_upstream.url, "api_key_env": "SELFHOSTED_KEY"}}
+            {
+                # Provider errors reach the caller at once here (tests/traces/test_resilience.py
+                # has the retries).
+                "openai": {"max_retries": 0},
+                "selfhosted": {"base_url": fake_upstream.url, "api_key_env": "SELFHOSTED_KEY"},
+            }
         ),
         SELFHOSTED_KEY="sk-selfhosted-secret",
         EVALHUB_MODEL_PRICES=json.dumps(MODEL_PRICES),
         # Every call re-reads its token, so a test that ends an attempt sees it at once.
         EVALHUB_INTERCEPTOR_TOKEN_TTL_S="0",
+        EVALHUB_INTERCEPTOR_GRACE_S="30",
         EVALHUB_INTERCEPTOR_READ_TIMEOUT_S="1.5",
         EVALHUB_MAX_REQUEST_BYTES=str(MAX_REQUEST_BYTES),
     )

@@ -26,12 +26,20 @@ from traces.interceptor.errors import (
     is_openai_error,
     upstream_failure,
 )
-from traces.interceptor.relay import auth_headers, forward
+from traces.interceptor.limits import RolloutLimits
+from traces.interceptor.relay import forward, with_usage_asked
+from traces.interceptor.resilience import Opener, RateLimits
+from traces.interceptor.routes import (
+    ROUTE_LIST,
+    ROUTES,
+    Route,
+    choose,
+    upstream_headers,
+    upstream_of,
+)
 from traces.interceptor.writer import CallWriter
 from traces.redaction import RedactingFilter, server_redactor
 from traces.tokens import INTERCEPTOR_PATH
-
-ROUTES = {"chat/completions": "POST", "models": "GET"}
 
 
 class Interceptor:
@@ -41,8 +49,18 @@ class Interceptor:
         db = DbThreads()
         self.tokens = TokenCache(db)
         self.budgets = Budgets(db)
+        self.limits = RolloutLimits(db)
         self.clients = ClientShards()
-        self.writer = CallWriter(on_built=self.budgets.count)
+        self.rates = RateLimits()
+        self.writer = CallWriter(on_built=self._count)
+
+    def _count(self, records, calls) -> None:
+        self.budgets.count(records, calls)
+        self.limits.count(records, calls)
+
+    def submit(self, record: services.CallRecord) -> None:
+        self.limits.submitted(record)
+        self.writer.submit(record)
 
     def startup(self) -> None:
         # The writer thread's batches hold the GIL for up to the switch interval (5 ms by
@@ -60,27 +78,26 @@ class Interceptor:
         path: str = scope["path"]
         rest = path[len(INTERCEPTOR_PATH) :] if path.startswith(INTERCEPTOR_PATH) else ""
         token, _, tail = rest.partition("/")
-        tail = tail.rstrip("/")
+        route = ROUTES.get(tail.rstrip("/"))
         try:
-            if not token or tail not in ROUTES:
-                raise InterceptorError(
-                    404, "not_found", "Use <inference_url>/chat/completions or /models."
-                )
-            if scope["method"] != ROUTES[tail]:
-                raise InterceptorError(405, "method_not_allowed", f"Use {ROUTES[tail]}.")
-            if tail == "models":
+            if not token or route is None:
+                raise InterceptorError(404, "not_found", f"Use <inference_url>{ROUTE_LIST}.")
+            if scope["method"] != route.method:
+                raise InterceptorError(405, "method_not_allowed", f"Use {route.method}.")
+            if route.name == "models":
                 await self._models(token, send)
             else:
-                await self._chat(scope, token, receive, send)
+                await self._call(scope, token, route, receive, send)
         except InterceptorError as exc:
-            await send_json(send, exc.status, exc.body(), retry=False)
+            anthropic = route is not None and route.kind == "anthropic"
+            await send_json(send, exc.status, exc.body(anthropic=anthropic), retry=False)
 
     async def _models(self, token: str, send) -> None:
         access = await self.tokens.access(token)
-        upstream = _upstream(access)
+        upstream = upstream_of(access.provider)
         try:
             resp = await self.clients.next().get(
-                f"{upstream['base_url']}/models", headers=auth_headers(upstream["api_key"])
+                f"{upstream['base_url']}/models", headers=upstream_headers(upstream, [])
             )
         except httpx.HTTPError as exc:
             raise upstream_failure(exc) from exc
@@ -89,33 +106,44 @@ class Interceptor:
             body = error_body(f"The provider answered {resp.status_code}.", "upstream_error")
         await send_json(send, resp.status_code, body, headers=pass_headers(resp))
 
-    async def _chat(self, scope, token: str, receive, send) -> None:
+    async def _call(self, scope, token: str, route: Route, receive, send) -> None:
         t0 = time.perf_counter()
         started_at = datetime.now(UTC)
         access = await self.tokens.access(token)
         await self.budgets.track(access)
+        await self.limits.track(access)
         body = await read_body(scope, receive, settings.EVALHUB_MAX_REQUEST_BYTES)
-        record = _record(access, _request(body), started_at)
+        request = _request(body)
+        record = _record(access, route, request, started_at)
         try:
+            upstream, model = choose(access, route, request.get("model"))
             self.budgets.check(access)
-            upstream = _upstream(access)
+            await self.limits.check(access)
         except InterceptorError as exc:
             record.forwarded = False
             record.http_status = exc.status
             record.error = f"{exc.type}: {exc.message}"
-            self.writer.submit(record)
+            self.submit(record)
             raise
-        url = f"{upstream['base_url']}/chat/completions"
+        if model is not None:  # an alias: the provider gets the model it stands for
+            record.request = {**request, "model": model}
+            body = json.dumps(record.request).encode()
+        strip_usage = False
+        if route.asks_usage:
+            body, strip_usage = with_usage_asked(record, body)
+        opener = Opener(self.clients.next(), self.rates, self.submit)
         try:
             await forward(
-                self.clients.next(), record, url, upstream["api_key"], body, receive, send, t0
-            )
+                record,
+                lambda: opener.open(record, route, upstream, body, scope["headers"]),
+                receive, send, t0, strip_usage,
+            )  # fmt: skip
         except Exception as exc:
             record.error = record.error or f"internal_error: {type(exc).__name__}"
             raise
         finally:
             record.latency_ms = (time.perf_counter() - t0) * 1000
-            self.writer.submit(record)
+            self.submit(record)
 
 
 def _request(body: bytes) -> dict[str, Any]:
@@ -128,7 +156,8 @@ def _request(body: bytes) -> dict[str, Any]:
     return request
 
 
-def _record(access: selectors.AttemptAccess, request: dict, started_at) -> services.CallRecord:
+def _record(access: selectors.AttemptAccess, route: Route, request: dict,
+            started_at) -> services.CallRecord:  # fmt: skip
     upstream = settings.EVALHUB_UPSTREAMS.get(access.provider) or {}
     return services.CallRecord(
         attempt_id=access.attempt_id,
@@ -138,18 +167,8 @@ def _record(access: selectors.AttemptAccess, request: dict, started_at) -> servi
         request=request,
         started_at=started_at,
         stream=bool(request.get("stream")),
+        route=route.name,
     )
-
-
-def _upstream(access: selectors.AttemptAccess) -> dict[str, Any]:
-    upstream = settings.EVALHUB_UPSTREAMS.get(access.provider)
-    if upstream is None:
-        raise InterceptorError(
-            502,
-            "provider_not_configured",
-            f"Provider {access.provider!r} is not configured on this server.",
-        )
-    return upstream
 
 
 interceptor = Interceptor()

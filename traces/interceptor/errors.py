@@ -17,11 +17,15 @@ class InterceptorError(Exception):
         self.type = type_
         self.message = message
 
-    def body(self) -> bytes:
-        return error_body(self.message, self.type)
+    def body(self, *, anthropic: bool = False) -> bytes:
+        return error_body(self.message, self.type, anthropic=anthropic)
 
 
-def error_body(message: str, type_: str, code: Any = None) -> bytes:
+def error_body(message: str, type_: str, code: Any = None, *, anthropic: bool = False) -> bytes:
+    """OpenAI's error shape, or Anthropic's (`{"type": "error", "error": {...}}`) for the
+    Messages routes, so each SDK shows the message."""
+    if anthropic:
+        return json.dumps({"type": "error", "error": {"type": type_, "message": message}}).encode()
     error = {"message": message, "type": type_, "param": None, "code": code or type_}
     return json.dumps({"error": error}).encode()
 

@@ -14,6 +14,7 @@ import asyncio
 import json
 import re
 import time
+from collections.abc import Awaitable, Callable
 
 import httpx
 
@@ -25,12 +26,9 @@ from traces.services import CallRecord
 _EVENT_END = re.compile(rb"\r?\n\r?\n")
 
 
-def auth_headers(api_key: str) -> dict[str, str]:
-    return {"authorization": f"Bearer {api_key}"} if api_key else {}
-
-
 def with_usage_asked(record: CallRecord, body: bytes) -> tuple[bytes, bool]:
-    """(the body to send, whether the usage-only chunk must be stripped from the stream)."""
+    """(the body to send, whether the usage-only chunk must be stripped from the stream), for
+    the routes whose streams carry usage only when asked (chat and text completions)."""
     request = record.request
     if not record.stream:
         return body, False
@@ -42,13 +40,11 @@ def with_usage_asked(record: CallRecord, body: bytes) -> tuple[bytes, bool]:
     return json.dumps({**request, "stream_options": options}).encode(), True
 
 
-async def forward(client: httpx.AsyncClient, record: CallRecord, url: str, api_key: str,
-                  body: bytes, receive, send, t0: float) -> None:  # fmt: skip
-    body, strip_usage = with_usage_asked(record, body)
-    headers = {"content-type": "application/json", **auth_headers(api_key)}
-    req = client.build_request("POST", url, content=body, headers=headers)
+async def forward(record: CallRecord, open_: Callable[[], Awaitable[httpx.Response]], receive,
+                  send, t0: float, strip_usage: bool) -> None:  # fmt: skip
+    """Relay what `open_` (the provider's answer, after any retries) brings."""
     try:
-        resp = await client.send(req, stream=True)
+        resp = await open_()
     except httpx.HTTPError as exc:
         failure = upstream_failure(exc)
         record.http_status, record.error = failure.status, f"{failure.type}: {failure.message}"

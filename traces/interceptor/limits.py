@@ -1,0 +1,103 @@
+"""Per-rollout limits (the job's `rollout_limits`: `max_llm_calls`, `max_tokens`,
+`max_cost_usd`): what one rollout attempt may spend.
+
+Checked before forwarding, in memory: a call is counted when it is let through (so
+`max_llm_calls` is never exceeded), its tokens and cost when the writer has read its usage,
+exactly as recorded. A call arriving while an earlier call of the same attempt has answered but
+is not yet counted waits for that count (the writer takes milliseconds), so a rollout that calls
+one at a time stops exactly at the first call past a token or cost limit. The overshoot is at
+most the calls that were in flight when the limit was crossed: each of them still reaches the
+provider and is billed. Per web process: a process that first sees an attempt reads what it
+spent so far; calls of one attempt spread over several processes may overshoot by what the
+others spent since.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from dataclasses import dataclass
+
+from traces import selectors
+from traces.interceptor.dbthreads import DbThreads
+from traces.interceptor.errors import InterceptorError
+from traces.models import ROLLOUT_LIMIT_EXCEEDED
+from traces.services import CallRecord
+
+# Longest a call waits for the count of its attempt's previous calls.
+_COUNT_WAIT_S = 2.0
+
+
+@dataclass
+class _Spent:
+    calls: int
+    tokens: int
+    cost: float
+    pending: int = 0  # answered calls the writer has not counted yet
+
+
+class RolloutLimits:
+    def __init__(self, db: DbThreads):
+        self._db = db
+        self._spent: dict[int, _Spent] = {}
+        self._lock = threading.Lock()
+
+    async def track(self, access: selectors.AttemptAccess) -> None:
+        if access.rollout_limits and access.attempt_id not in self._spent:
+            calls, tokens, cost = await self._db.read(
+                selectors.attempt_spent, attempt_id=access.attempt_id
+            )
+            self._spent.setdefault(access.attempt_id, _Spent(calls, tokens, cost))
+
+    async def check(self, access: selectors.AttemptAccess) -> None:
+        """Raise 429 rollout_limit_exceeded once the attempt reached a limit; else count the
+        call about to be forwarded."""
+        limits = access.rollout_limits
+        spent = self._spent.get(access.attempt_id)
+        if not limits or spent is None:
+            return
+        deadline = time.monotonic() + _COUNT_WAIT_S
+        while spent.pending and time.monotonic() < deadline:
+            await asyncio.sleep(0.002)
+        reached = _reached(limits, spent)
+        if reached:
+            name, used = reached
+            raise InterceptorError(
+                429,
+                ROLLOUT_LIMIT_EXCEEDED,
+                f"This rollout reached its limit {name}: {used} of {limits[name]:g}.",
+            )
+        with self._lock:
+            spent.calls += 1
+
+    def submitted(self, record: CallRecord) -> None:
+        """A forwarded call's record goes to the writer: its count is pending."""
+        spent = self._spent.get(record.attempt_id)
+        if spent is not None and record.forwarded:
+            with self._lock:
+                spent.pending += 1
+
+    def count(self, records: list[CallRecord], calls) -> None:
+        """Writer thread: add the usage of the calls about to be saved."""
+        with self._lock:
+            for call in calls:
+                spent = self._spent.get(call.attempt_id)
+                if spent is not None:
+                    spent.tokens += call.total_tokens or 0
+                    spent.cost += call.cost_usd or 0.0
+            for record in records:
+                spent = self._spent.get(record.attempt_id)
+                if spent is not None and record.forwarded:
+                    spent.pending -= 1
+
+
+def _reached(limits: dict, spent: _Spent) -> tuple[str, str] | None:
+    """(the first limit reached, what was used of it), or None."""
+    if limits.get("max_llm_calls") is not None and spent.calls >= limits["max_llm_calls"]:
+        return "max_llm_calls", f"{spent.calls} calls"
+    if limits.get("max_tokens") is not None and spent.tokens >= limits["max_tokens"]:
+        return "max_tokens", f"{spent.tokens} tokens"
+    if limits.get("max_cost_usd") is not None and spent.cost >= limits["max_cost_usd"]:
+        return "max_cost_usd", f"${spent.cost:.6f}"
+    return None

@@ -1,0 +1,173 @@
+"""Riding out a provider's bad moments, before any byte reached the caller.
+
+- Retries: a 408/409/429/5xx answer (529: Anthropic's "overloaded") or a failed connection is
+  tried again up to the provider's `max_retries` (default 2) times, after the provider's
+  `retry-after`/`retry-after-ms` when it gives one (up to 60 s; a longer wait is handed to the
+  caller), else after a jittered exponential backoff. Each failed try is recorded as an
+  `LLMCall` of its own (http_status, error, nothing billed); only the answer is billed.
+- Fallback: when every try failed, the provider's `fallback` provider (same kind) gets the call.
+- Queueing: a provider's `rpm` (calls) and `tpm` (tokens: the request's size at ~4 characters a
+  token plus its output cap, an estimate) over the last minute, per web process: a call over
+  either waits for room instead of being refused by the provider.
+The caller sees one answer: the successful one, or the last failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import httpx
+
+from evalhub.providers import DEFAULT_MAX_RETRIES
+from traces.interceptor.routes import Route, upstream_headers, upstream_of
+from traces.models import RETRIED_MARK
+from traces.redaction import server_redactor
+from traces.services import CallRecord
+from traces.usage import CHARS_PER_TOKEN
+
+# 429, 5xx, 529 (Anthropic's "overloaded"), and 408/409 as OpenAI's SDKs retry them.
+RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+MAX_RETRY_AFTER_S = 60.0
+BACKOFF_BASE_S = 0.5
+BACKOFF_MAX_S = 8.0
+_WINDOW_S = 60.0
+_OUTPUT_CAPS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
+
+
+class RateLimits:
+    """Per provider: the calls of the last minute, with their estimated tokens."""
+
+    def __init__(self) -> None:
+        self._windows: dict[str, deque[tuple[float, int]]] = {}
+
+    async def acquire(self, upstream: dict[str, Any], tokens: int) -> None:
+        rpm, tpm = upstream.get("rpm"), upstream.get("tpm")
+        if not rpm and not tpm:
+            return
+        window = self._windows.setdefault(upstream.get("name", ""), deque())
+        while True:
+            now = time.monotonic()
+            while window and window[0][0] <= now - _WINDOW_S:
+                window.popleft()
+            calls_ok = not rpm or len(window) < rpm
+            used = sum(t for _, t in window)
+            tokens_ok = not tpm or not window or used + tokens <= tpm
+            if calls_ok and tokens_ok:
+                window.append((now, tokens))
+                return
+            await asyncio.sleep(max(window[0][0] + _WINDOW_S - now, 0.01))
+
+
+def tokens_estimate(request: dict[str, Any], body: bytes) -> int:
+    cap = next((request[k] for k in _OUTPUT_CAPS if isinstance(request.get(k), int)), 0)
+    return len(body) // CHARS_PER_TOKEN + cap
+
+
+def retry_wait(resp: httpx.Response | None, try_: int) -> float | None:
+    """Seconds to wait before the next try; None when the provider asks for longer than
+    MAX_RETRY_AFTER_S (or says not to retry): the caller gets this answer."""
+    if resp is not None:
+        if resp.headers.get("x-should-retry") == "false":
+            return None
+        asked = _seconds(resp.headers.get("retry-after-ms"), 1000) or _seconds(
+            resp.headers.get("retry-after"), 1
+        )
+        if asked is not None:
+            return asked if asked <= MAX_RETRY_AFTER_S else None
+    return min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2**try_) * random.uniform(0.5, 1.0)
+
+
+def _seconds(value: str | None, per_second: int) -> float | None:
+    try:
+        seconds = float(value) / per_second if value else None
+    except ValueError:  # an HTTP date: back off on our own
+        return None
+    return seconds if seconds is not None and seconds >= 0 else None
+
+
+class Opener:
+    """Opens the provider's answer to one call, with retries, queueing and fallback."""
+
+    def __init__(self, client: httpx.AsyncClient, limits: RateLimits, submit: Callable):
+        self.client, self.limits, self.submit = client, limits, submit
+
+    async def open(self, record: CallRecord, route: Route, upstream: dict, body: bytes,
+                   scope_headers) -> httpx.Response:  # fmt: skip
+        """The response to relay (an answer, or the last failure); raises the last
+        httpx.HTTPError when the last try could not reach its provider."""
+        chain = [upstream]
+        if upstream.get("fallback"):
+            chain.append(upstream_of(upstream["fallback"]))
+        tokens = tokens_estimate(record.request, body)
+        for i, up in enumerate(chain):
+            tries = up.get("max_retries", DEFAULT_MAX_RETRIES) + 1
+            last_provider = i == len(chain) - 1
+            for try_ in range(tries):
+                last = last_provider and try_ == tries - 1
+                await self.limits.acquire(up, tokens)
+                record.provider, record.price_provider = (
+                    up.get("name", "openai"),
+                    up.get("price_provider"),
+                )
+                resp, wait = await self._try(
+                    record, route, up, body, scope_headers, try_, (last, last_provider)
+                )
+                if resp is not None:
+                    return resp
+                if wait is None:
+                    break  # the provider asked for a longer wait than we give: the fallback
+                if try_ < tries - 1:
+                    await asyncio.sleep(wait)
+        raise AssertionError("unreachable: the last try returns or raises")
+
+    async def _try(self, record, route, up, body, scope_headers, try_, lasts):
+        """(the response to relay, None) or (None, seconds to wait) after a failed try."""
+        last, last_provider = lasts
+        url = f"{up['base_url']}{route.path}"
+        req = self.client.build_request(
+            "POST", url, content=body, headers=upstream_headers(up, scope_headers)
+        )
+        started = time.perf_counter()
+        try:
+            resp = await self.client.send(req, stream=True)
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            # Only a call that never reached the provider is tried again: one that timed out
+            # waiting for its answer may be generating (and billed) still.
+            if last:
+                raise
+            error = f"upstream_unreachable ({type(exc).__name__}), {RETRIED_MARK}"
+            self._failed(record, started, None, error)
+            return None, retry_wait(None, try_)
+        if resp.status_code not in RETRY_STATUSES or last:
+            return resp, None
+        wait = retry_wait(resp, try_)
+        if wait is None and last_provider:
+            return resp, None
+        try:
+            data = await resp.aread()
+        except httpx.HTTPError:
+            data = b""
+        finally:
+            await resp.aclose()
+        excerpt = server_redactor().raw(data)[:2000].decode("utf-8", "replace")
+        self._failed(record, started, resp.status_code, f"upstream answered {resp.status_code}, "
+                     f"{RETRIED_MARK}: {excerpt}")  # fmt: skip
+        return None, wait
+
+    def _failed(self, record: CallRecord, started: float, status: int | None, error: str):
+        self.submit(
+            replace(
+                record,
+                response_body=b"",
+                response_is_sse=False,
+                http_status=status or 502,
+                error=error,
+                latency_ms=(time.perf_counter() - started) * 1000,
+            )
+        )
