@@ -13,6 +13,8 @@ from moto.server import ThreadedMotoServer
 
 from jobs.models import EvalJob, RolloutAttempt, SeedRun
 from tests.support import servers
+from tests.support.fake_anthropic import FakeAnthropic
+from tests.support.fake_openai import FakeOpenAI
 from traces.tokens import token_hash, token_new
 
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "docs" / "trace.schema.json"
@@ -153,3 +155,50 @@ def make_rollout(transactional_db):
         return Rollout(token=token, attempt=attempt, job=job_row)
 
     return make
+
+
+ANTHROPIC_SERVER_KEY = "sk-ant-server-side-secret"
+
+
+@dataclass
+class Wire:
+    """A web process whose providers speak every wire format, and the fakes behind it."""
+
+    base: str
+    openai: FakeOpenAI
+    anthropic: FakeAnthropic
+
+
+@pytest.fixture(scope="module")
+def wire_web(django_db_setup, django_db_blocker):
+    """evalhub's web process (defaults: no grace, a 5 s token cache, retries) with providers
+    `openai` and `fast-openai` (the fake OpenAI, Responses and all), `claude` (kind anthropic,
+    the fake Anthropic), `down` (nothing listens; falls back to `openai`), and an alias `fast`."""
+    fake_openai, fake_anthropic = FakeOpenAI(), FakeAnthropic()
+    with servers.serve_asgi(fake_openai) as openai_base, servers.serve_asgi(fake_anthropic) as ant:
+        providers = {
+            "claude": {"kind": "anthropic", "base_url": ant, "api_key_env": "CLAUDE_KEY"},
+            "down": {
+                "base_url": f"http://127.0.0.1:{servers.free_port()}/v1",
+                "max_retries": 1,
+                "fallback": "openai",
+            },
+            "fast-openai": {"base_url": f"{openai_base}/v1", "rpm": 60, "max_retries": 0},
+            "aliases": {"fast": {"provider": "fast-openai", "model": "gpt-4o-mini"}},
+        }
+        with django_db_blocker.unblock():
+            web, base = servers.start_web(
+                OPENAI_BASE_URL=f"{openai_base}/v1",
+                OPENAI_API_KEY=SERVER_KEY,
+                CLAUDE_KEY=ANTHROPIC_SERVER_KEY,
+                EVALHUB_PROVIDERS=json.dumps(providers),
+            )
+        yield Wire(base, fake_openai, fake_anthropic)
+        web.stop()
+
+
+@pytest.fixture
+def wire(wire_web, transactional_db) -> Wire:
+    wire_web.openai.received.clear()
+    wire_web.anthropic.received.clear()
+    return wire_web

@@ -7,8 +7,8 @@
   `LLMCall` of its own (http_status, error, nothing billed); only the answer is billed.
 - Fallback: when every try failed, the provider's `fallback` provider (same kind) gets the call.
 - Queueing: a provider's `rpm` (calls) and `tpm` (tokens: the request's size at ~4 characters a
-  token plus its output cap, an estimate) over the last minute, per web process: a call over
-  either waits for room instead of being refused by the provider.
+  token plus its output cap, an estimate) a minute, per web process, handed out evenly (a
+  second's worth at a time): a call over either waits its turn instead of being refused.
 The caller sees one answer: the successful one, or the last failure.
 """
 
@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -36,32 +35,46 @@ RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 MAX_RETRY_AFTER_S = 60.0
 BACKOFF_BASE_S = 0.5
 BACKOFF_MAX_S = 8.0
-_WINDOW_S = 60.0
 _OUTPUT_CAPS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
 
 
-class RateLimits:
-    """Per provider: the calls of the last minute, with their estimated tokens."""
+class _Bucket:
+    """Room for `per_minute` units a minute, handed out evenly: at most a second's worth at
+    once. A unit costing more than a second's worth waits for a full bucket and leaves a debt."""
 
-    def __init__(self) -> None:
-        self._windows: dict[str, deque[tuple[float, int]]] = {}
+    def __init__(self, per_minute: float):
+        self.rate = per_minute / 60.0
+        self.capacity = max(1.0, self.rate)
+        self.level = self.capacity
+        self.at = time.monotonic()
 
-    async def acquire(self, upstream: dict[str, Any], tokens: int) -> None:
-        rpm, tpm = upstream.get("rpm"), upstream.get("tpm")
-        if not rpm and not tpm:
-            return
-        window = self._windows.setdefault(upstream.get("name", ""), deque())
+    async def take(self, units: float) -> None:
+        need = min(units, self.capacity)
         while True:
             now = time.monotonic()
-            while window and window[0][0] <= now - _WINDOW_S:
-                window.popleft()
-            calls_ok = not rpm or len(window) < rpm
-            used = sum(t for _, t in window)
-            tokens_ok = not tpm or not window or used + tokens <= tpm
-            if calls_ok and tokens_ok:
-                window.append((now, tokens))
+            self.level = min(self.capacity, self.level + (now - self.at) * self.rate)
+            self.at = now
+            if self.level >= need:
+                self.level -= units
                 return
-            await asyncio.sleep(max(window[0][0] + _WINDOW_S - now, 0.01))
+            await asyncio.sleep((need - self.level) / self.rate)
+
+
+class RateLimits:
+    """Per provider and web process: its `rpm` and `tpm` buckets."""
+
+    def __init__(self) -> None:
+        self._buckets: dict[tuple[str, str], _Bucket] = {}
+
+    async def acquire(self, upstream: dict[str, Any], tokens: int) -> None:
+        for field, units in (("rpm", 1), ("tpm", tokens)):
+            per_minute = upstream.get(field)
+            if per_minute:
+                key = (upstream.get("name", ""), field)
+                bucket = self._buckets.get(key) or self._buckets.setdefault(
+                    key, _Bucket(per_minute)
+                )
+                await bucket.take(units)
 
 
 def tokens_estimate(request: dict[str, Any], body: bytes) -> int:
