@@ -13,6 +13,8 @@ BUDGET_EXCEEDED = "budget_exceeded"
 ROLLOUT_LIMIT_EXCEEDED = "rollout_limit_exceeded"
 # In the error of a failed try the interceptor tried again (it is not billed, nor a call).
 RETRIED_MARK = "tried again"
+# The per-rollout limits of a job's `rollout_limits`, in the order they are checked.
+ROLLOUT_LIMITS = ("max_llm_calls", "max_tokens", "max_cost_usd")
 # The wire formats a call can come in (`LLMCall.route`).
 ROUTES = ("chat.completions", "responses", "messages", "completions", "embeddings")
 

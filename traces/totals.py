@@ -19,7 +19,7 @@ from django.db.models import Avg, Count, Q, Sum
 
 from jobs.models import EvalJob, SeedRun, SeedStatus
 from jobs.scores import Scores
-from traces.models import BUDGET_EXCEEDED, LLMCall
+from traces.models import BUDGET_EXCEEDED, ROLLOUT_LIMIT_EXCEEDED, ROLLOUT_LIMITS, LLMCall
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,8 @@ class Usage:
     num_llm_calls: int = 0
     #: Calls the interceptor refused because the job's budget was spent.
     budget_refusals: int = 0
+    #: The per-rollout limit (`rollout_limits`) that refused a call, if one did.
+    rollout_limit: str | None = None
 
     @property
     def cost_unknown(self) -> bool:
@@ -51,12 +53,14 @@ class Usage:
             "cost_unknown": self.cost_unknown,
             "num_llm_calls": self.num_llm_calls,
             "budget_exceeded": bool(self.budget_refusals),
+            "rollout_limit": self.rollout_limit,
         }
 
 
 NO_USAGE = Usage()
 
 _BUDGET_REFUSAL = Q(http_status=429, error__startswith=BUDGET_EXCEEDED)
+_LIMIT_REFUSAL = Q(http_status=429, error__startswith=ROLLOUT_LIMIT_EXCEEDED)
 # Summed by the database, per group of calls.
 _AGGREGATES = {
     "prompt_tokens": Sum("prompt_tokens"),
@@ -68,16 +72,29 @@ _AGGREGATES = {
     "unknown": Count("id", filter=Q(cost_unknown=True)),
     "calls": Count("id"),
     "refused": Count("id", filter=_BUDGET_REFUSAL),
+    **{
+        f"limit_{name}": Count("id", filter=_LIMIT_REFUSAL & Q(error__contains=f" {name}:"))
+        for name in ROLLOUT_LIMITS
+    },
 }
 
 
 def _usage(*, cost, unknown, calls, refused, **tokens) -> Usage:
+    limits = [name for name in ROLLOUT_LIMITS if tokens.pop(f"limit_{name}", 0)]
     return Usage(
         **{name: int(value or 0) for name, value in tokens.items()},
         cost_usd=None if unknown else float(cost or 0.0),
         num_llm_calls=calls,
         budget_refusals=refused,
+        rollout_limit=limits[0] if limits else None,
     )
+
+
+def rollout_limit_of(call: LLMCall) -> str | None:
+    """The per-rollout limit that refused this call, or None."""
+    if call.http_status != 429 or not (call.error or "").startswith(ROLLOUT_LIMIT_EXCEEDED):
+        return None
+    return next((name for name in ROLLOUT_LIMITS if f" {name}:" in call.error), None)
 
 
 def is_budget_refusal(call: LLMCall) -> bool:
@@ -102,7 +119,9 @@ def usage_from_calls(calls: Iterable[LLMCall]) -> Usage:
         unknown=sum(1 for c in calls if c.cost_unknown),
         calls=len(calls),
         refused=sum(1 for c in calls if is_budget_refusal(c)),
-    )
+        **{f"limit_{name}": sum(1 for c in calls if rollout_limit_of(c) == name)
+           for name in ROLLOUT_LIMITS},
+    )  # fmt: skip
 
 
 def seed_usage(*, job: EvalJob, seed_run: SeedRun | None = None) -> dict[int, Usage]:
