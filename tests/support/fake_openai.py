@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import time
 from typing import Any
 
 from starlette.applications import Starlette
@@ -145,7 +146,12 @@ class FakeOpenAI:
 
     def _record(self, request: Request, body: Any) -> None:
         self.received.append(
-            {"path": request.url.path, "headers": dict(request.headers), "body": body}
+            {
+                "path": request.url.path,
+                "headers": dict(request.headers),
+                "body": body,
+                "at": time.monotonic(),
+            }  # fmt: skip
         )
 
     async def _stream(self, body: dict[str, Any], opts: dict[str, Any]):
