@@ -15,6 +15,7 @@ from django.utils import timezone
 from jobs import selectors as job_selectors
 from jobs.models import ApiKey, EvalJob, RolloutAttempt, SeedRun, SeedStatus
 from traces import totals
+from traces.conversation import as_chat
 from traces.messages import assistant_message, reasoning_of, split_think
 from traces.models import LLMCall
 from traces.redaction import Redactor
@@ -196,6 +197,7 @@ def conversation_steps(*, calls: list[LLMCall], redactor: Redactor) -> list[Call
     tool_names: dict[str, str] = {}
     for call in calls:
         request, response = redactor.value(call.request), redactor.value(call.response)
+        request, response = as_chat(call.route, request, response)  # every format as chat
         raw = request.get("messages") if isinstance(request, dict) else None
         raw = raw if isinstance(raw, list) else []
         keys = [_canonical(m) for m in raw]

@@ -17,6 +17,7 @@ from django.db.models import Prefetch, QuerySet
 from jobs.models import EvalJob, RolloutAttempt, SeedRun
 from jobs.scores import Scores
 from traces import totals
+from traces.conversation import as_chat
 from traces.messages import first_choice, reasoning_of
 from traces.models import LLMCall
 from traces.redaction import Redactor
@@ -85,12 +86,15 @@ def llm_call_response(response: Any) -> dict[str, Any] | None:
 
 def llm_call_entry(call: LLMCall, attempt: RolloutAttempt) -> dict[str, Any]:
     pruned = call.request == PRUNED_REQUEST
+    # Every wire format reads as a chat conversation (traces.conversation).
+    request, response = as_chat(call.route, call.request, call.response)
     ok = call.error is None and (call.http_status is None or 200 <= call.http_status < 300)
     return {
         "attempt": attempt.number,
         "run_id": attempt.run_id,
         "seq": call.seq,
         "provider": call.provider,
+        "route": call.route,
         "model_requested": call.model_requested,
         "model_answered": call.model_answered,
         "stream": call.stream,
@@ -101,13 +105,14 @@ def llm_call_entry(call: LLMCall, attempt: RolloutAttempt) -> dict[str, Any]:
         "ttft_ms": call.ttft_ms,
         "latency_ms": call.latency_ms,
         "content_pruned": pruned,
-        "request": None if pruned else llm_call_request(call.request),
-        "response": None if pruned else llm_call_response(call.response),
+        "request": None if pruned else llm_call_request(request),
+        "response": None if pruned else llm_call_response(response),
         "usage": {
             "prompt_tokens": call.prompt_tokens,
             "completion_tokens": call.completion_tokens,
             "cached_tokens": call.cached_tokens,
             "reasoning_tokens": call.reasoning_tokens,
+            "cache_write_tokens": call.cache_write_tokens,
             "total_tokens": call.total_tokens,
             "estimated": call.usage_estimated,
         },
