@@ -165,3 +165,7 @@ def _block_events(index: int, block: dict[str, Any]) -> list[dict[str, Any]]:
 def _halves(text: str) -> list[str]:
     half = len(text) // 2
     return [text[:half], text[half:]]
+
+
+# For `uvicorn tests.support.fake_anthropic:app` (the routes benchmark runs it in its own process).
+app = FakeAnthropic()

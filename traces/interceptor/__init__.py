@@ -5,10 +5,14 @@ request machinery costs more per call than this whole handler (the README has th
 Per call it does no database work at all once the token is cached: tokens resolve from an
 in-process cache (`access.py`), budgets are checked against per-job spent totals kept in memory
 (`budgets.py`), and the `LLMCall` row is written by a writer thread after the caller has its
-answer (`writer.py`). `relay.py` forwards and streams, `clients.py` holds the pooled client,
-`errors.py` the interceptor's own answers, `app.py` routing and the process's set-up.
+answer (`writer.py`). `routes.py` has the wire formats and picks the provider, `resilience.py`
+retries, queues and falls back, `relay.py` forwards and streams, `limits.py` enforces
+per-rollout limits, `clients.py` holds the pooled client, `errors.py` the interceptor's own
+answers, `app.py` routing and the process's set-up. `access.py` also closes an ended attempt's
+URL within EVALHUB_INTERCEPTOR_REVOCATION_POLL_S.
 
-URLs: `<INTERCEPTOR_PATH><token>/chat/completions` (POST) and `<INTERCEPTOR_PATH><token>/models`.
+URLs: `<INTERCEPTOR_PATH><token>/` + `chat/completions`, `responses`, `completions`,
+`embeddings`, `messages` or `v1/messages` (POST), and `models` (GET).
 """
 
 from traces.interceptor.app import Interceptor, interceptor
