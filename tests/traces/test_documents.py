@@ -69,7 +69,8 @@ def test_document_holds_the_exchange_of_every_call(trace_schema):
 
     assert first["usage"] == {
         "prompt_tokens": 130, "completion_tokens": 30, "cached_tokens": 64,
-        "reasoning_tokens": 12, "total_tokens": 160, "estimated": False,
+        "reasoning_tokens": 12, "cache_write_tokens": None, "total_tokens": 160,
+        "estimated": False,
     }  # fmt: skip
     assert first["cost_usd"] == pytest.approx(0.0000405) and first["cost_unknown"] is False
     assert first["ttft_ms"] == 85.0 and first["latency_ms"] == 410.0 and first["status"] == "ok"

@@ -17,6 +17,7 @@ from tests.traces.test_messages_route import claude
 from traces.models import RETRIED_MARK
 from traces.totals import seed_usage
 
+pytestmark = pytest.mark.filterwarnings("ignore:The model .* is deprecated:DeprecationWarning")
 ONE_CALL = published_cost(GPT_4O_MINI, prompt=1200, completion=300)
 
 
