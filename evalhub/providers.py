@@ -56,6 +56,10 @@ def upstreams_from(
             raise ImproperlyConfigured(
                 f"EVALHUB_PROVIDERS[{name!r}].fallback names no other provider: {fallback!r}"
             )
+        if fallback is not None and upstreams[fallback]["kind"] != upstream["kind"]:
+            raise ImproperlyConfigured(
+                f"EVALHUB_PROVIDERS[{name!r}].fallback {fallback!r} is not of kind {upstream['kind']}"
+            )
     return upstreams, _aliases(providers.get("aliases", {}), upstreams)
 
 

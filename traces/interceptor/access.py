@@ -74,6 +74,10 @@ class TokenCache:
                 )
         return access
 
+    def close(self) -> None:
+        if self._poller is not None:
+            self._poller.cancel()
+
     def _watch(self, attempt_id: int, now: float) -> None:
         self._watched[attempt_id] = now
         if self._poller is None or self._poller.done():

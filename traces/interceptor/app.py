@@ -71,6 +71,7 @@ class Interceptor:
             logging.getLogger(name).addFilter(RedactingFilter())
 
     async def aclose(self) -> None:
+        self.tokens.close()
         await self.clients.aclose()
         await asyncio.get_running_loop().run_in_executor(None, self.writer.flush)
 
@@ -96,8 +97,9 @@ class Interceptor:
         access = await self.tokens.access(token)
         upstream = upstream_of(access.provider)
         try:
+            models = "/v1/models" if upstream.get("kind") == "anthropic" else "/models"
             resp = await self.clients.next().get(
-                f"{upstream['base_url']}/models", headers=upstream_headers(upstream, [])
+                f"{upstream['base_url']}{models}", headers=upstream_headers(upstream, [])
             )
         except httpx.HTTPError as exc:
             raise upstream_failure(exc) from exc

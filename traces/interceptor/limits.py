@@ -58,7 +58,10 @@ class RolloutLimits:
         if not limits or spent is None:
             return
         deadline = time.monotonic() + _COUNT_WAIT_S
-        while spent.pending and time.monotonic() < deadline:
+        counts_usage = (
+            limits.get("max_tokens") is not None or limits.get("max_cost_usd") is not None
+        )
+        while counts_usage and spent.pending and time.monotonic() < deadline:
             await asyncio.sleep(0.002)
         reached = _reached(limits, spent)
         if reached:
