@@ -197,7 +197,9 @@ def conversation_steps(*, calls: list[LLMCall], redactor: Redactor) -> list[Call
     tool_names: dict[str, str] = {}
     for call in calls:
         request, response = redactor.value(call.request), redactor.value(call.response)
-        request, response = as_chat(call.route, request, response)  # every format as chat
+        # Every wire format as chat (a call without a route is a chat completion).
+        route = getattr(call, "route", "chat.completions")
+        request, response = as_chat(route, request, response)
         raw = request.get("messages") if isinstance(request, dict) else None
         raw = raw if isinstance(raw, list) else []
         keys = [_canonical(m) for m in raw]
