@@ -126,3 +126,16 @@ def test_messages_to_an_openai_provider_get_an_anthropic_style_error(wire, make_
         )
     assert caught.value.body["error"]["type"] == "unsupported_route"
     assert wire.anthropic.received == [] and wire.openai.received == []
+
+
+def test_a_provider_error_reaches_the_caller_as_anthropic_sent_it(wire, make_rollout):
+    rollout = make_rollout(provider="claude")
+    fake = {"fail_times": 1, "fail_status": 400, "fail_key": rollout.token}
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        claude(wire.base, rollout.token).messages.create(
+            model=MODEL, max_tokens=64, messages=MESSAGES, extra_body={"fake": fake}
+        )
+    assert caught.value.body["error"]["message"] == "fake: slow down"
+    assert len(wire.anthropic.received) == 1, "a 400 is not tried again"
+    (call,) = recorded(rollout.attempt)
+    assert call.http_status == 400 and call.cost_usd == 0.0

@@ -26,6 +26,11 @@ from traces.services import CallRecord
 _EVENT_END = re.compile(rb"\r?\n\r?\n")
 
 
+def _anthropic(record: CallRecord) -> bool:
+    """Whether the caller speaks Anthropic's Messages API (its errors have their own shape)."""
+    return record.route == "messages"
+
+
 def with_usage_asked(record: CallRecord, body: bytes) -> tuple[bytes, bool]:
     """(the body to send, whether the usage-only chunk must be stripped from the stream), for
     the routes whose streams carry usage only when asked (chat and text completions)."""
@@ -48,7 +53,7 @@ async def forward(record: CallRecord, open_: Callable[[], Awaitable[httpx.Respon
     except httpx.HTTPError as exc:
         failure = upstream_failure(exc)
         record.http_status, record.error = failure.status, f"{failure.type}: {failure.message}"
-        await send_json(send, failure.status, failure.body())
+        await send_json(send, failure.status, failure.body(anthropic=_anthropic(record)))
         return
     # Time to first byte: the headers (a non-streamed answer comes right behind them).
     record.ttft_ms = (time.perf_counter() - t0) * 1000
@@ -69,7 +74,7 @@ async def relay_plain(record: CallRecord, resp: httpx.Response, send) -> None:
     except httpx.HTTPError as exc:
         failure = upstream_failure(exc, answering=True)
         record.http_status, record.error = failure.status, f"{failure.type}: {type(exc).__name__}"
-        await send_json(send, failure.status, failure.body())
+        await send_json(send, failure.status, failure.body(anthropic=_anthropic(record)))
         return
     data = server_redactor().raw(data)
     record.response_body = data
@@ -78,8 +83,9 @@ async def relay_plain(record: CallRecord, resp: httpx.Response, send) -> None:
         record.error = f"upstream answered {resp.status_code}: {excerpt}"
         if not is_openai_error(data):
             data = error_body(
-                f"The provider answered {resp.status_code}.", "upstream_error", resp.status_code
-            )
+                f"The provider answered {resp.status_code}.", "upstream_error", resp.status_code,
+                anthropic=_anthropic(record),
+            )  # fmt: skip
     await send_json(send, resp.status_code, data, headers=pass_headers(resp))
 
 
@@ -103,7 +109,10 @@ async def relay_stream(record: CallRecord, resp: httpx.Response, receive, send, 
         record.http_status = 502
         record.error = f"stream_interrupted: the provider's stream broke off ({type(exc).__name__})"
         message = "The provider's stream broke off midway."
-        event = b"data: " + error_body(message, "upstream_error", "stream_interrupted") + b"\n\n"
+        body = error_body(message, "upstream_error", "stream_interrupted",
+                          anthropic=_anthropic(record))  # fmt: skip
+        # Anthropic's SDKs read the event's name; OpenAI's the data's `error`.
+        event = (b"event: error\n" if _anthropic(record) else b"") + b"data: " + body + b"\n\n"
         await send({"type": "http.response.body", "body": event, "more_body": True})
     except OSError as exc:  # the caller went away
         record.error = f"client_disconnected: {type(exc).__name__}"
