@@ -13,6 +13,8 @@ JSON objects have string keys):
 - `call_llm: "tools"`: a small agent loop through `policy.config.inference_url` instead: a call
   offering the `get_weather` tool (asking the fake provider to reason first, see
   `tests/support/fake_openai.py`), then, with the tool's result, a call for the final answer;
+- `call_llm: "until_refused"`: chat completions one after another, up to 10, until one is not
+  answered 200 (a rollout that keeps going until its rollout limit stops it);
 - `echo_secrets: true`: the `status_always` answers repeat the key and the inference URL.
 
 It records every request and its own maximum number of rollouts in flight (`state`).
@@ -101,6 +103,11 @@ def task_app_create(*, delay_s: float = 0.0) -> tuple[FastAPI, TaskAppState]:
                 return JSONResponse([1, 2, 3])
             if config.get("call_llm") == "tools":
                 state.llm_answers.extend(await _call_llm_with_tool(body))
+            elif config.get("call_llm") == "until_refused":
+                for _ in range(10):
+                    state.llm_answers.append(await _call_llm(body))
+                    if state.llm_answers[-1]["status"] != 200:
+                        break
             elif config.get("call_llm"):
                 state.llm_answers.append(await _call_llm(body))
             score = score_of(seed)

@@ -9,6 +9,9 @@ from concurrent.futures import ThreadPoolExecutor
 import openai
 import pytest
 
+from tests.jobs.test_runner import FAST, job_create, job_wait
+from tests.support.servers import serve_asgi
+from tests.support.task_app import task_app_create
 from tests.traces.test_interceptor import GPT_4O_MINI, MESSAGES, published_cost, recorded, through
 from traces.models import LLMCall
 from traces.totals import job_results
@@ -108,3 +111,28 @@ def test_bad_rollout_limits_are_refused_naming_the_field(client_alice):
         assert resp.status_code == 400
         assert "rollout_limits" in resp.json()["detail"] or "rollout_limits" in str(resp.json())
         assert word in str(resp.json())
+
+
+def test_a_job_run_by_a_worker_says_which_limit_stopped_each_sample(
+    wire, client_alice, worker_factory
+):
+    app, state = task_app_create()
+    with serve_asgi(app) as url:
+        worker_factory(EVALHUB_PUBLIC_URL=wire.base, **FAST)
+        job_id = job_create(
+            client_alice, url, seeds=[0, 1], env_config={"call_llm": "until_refused"},
+            rollout_limits={"max_llm_calls": 3},
+        )  # fmt: skip
+        job = job_wait(job_id)
+
+    assert job.status == "completed"
+    refusals = [a for a in state.llm_answers if a["status"] != 200]
+    assert len(refusals) == 2 and len(state.llm_answers) == 8
+    assert all(r["body"]["error"]["type"] == "rollout_limit_exceeded" for r in refusals)
+    assert len(wire.openai.received) == 6
+    rows = client_alice.get(f"/api/eval/jobs/{job_id}/results").json()["results"]
+    assert [(r["seed"], r["rollout_limit"], r["num_llm_calls"]) for r in rows] == [
+        (0, "max_llm_calls", 4), (1, "max_llm_calls", 4)
+    ]  # fmt: skip
+    config = client_alice.get(f"/api/eval/jobs/{job_id}").json()["config"]
+    assert config["rollout_limits"] == {"max_llm_calls": 3}
