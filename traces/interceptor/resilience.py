@@ -88,9 +88,9 @@ def retry_wait(resp: httpx.Response | None, try_: int) -> float | None:
     if resp is not None:
         if resp.headers.get("x-should-retry") == "false":
             return None
-        asked = _seconds(resp.headers.get("retry-after-ms"), 1000) or _seconds(
-            resp.headers.get("retry-after"), 1
-        )
+        asked = _seconds(resp.headers.get("retry-after-ms"), 1000)
+        if asked is None:
+            asked = _seconds(resp.headers.get("retry-after"), 1)
         if asked is not None:
             return asked if asked <= MAX_RETRY_AFTER_S else None
     return min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2**try_) * random.uniform(0.5, 1.0)
@@ -125,7 +125,7 @@ class Opener:
                 last = last_provider and try_ == tries - 1
                 await self.limits.acquire(up, tokens)
                 record.provider, record.price_provider = (
-                    up.get("name", "openai"),
+                    up.get("name", record.provider),
                     up.get("price_provider"),
                 )
                 resp, wait = await self._try(
