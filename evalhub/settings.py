@@ -327,6 +327,9 @@ if not isinstance(EVALHUB_MODEL_PRICES, dict) or not all(
         "EVALHUB_MODEL_PRICES must be a JSON object of "
         '{"model": {"input_per_mtok": n, "output_per_mtok": n, "cache_read_per_mtok": n}}'
     )
+# A verifier's judge starts this long after the rollout ended, so the interceptor's writer has
+# recorded the policy's last calls (the judge reads them).
+EVALHUB_VERIFIER_SETTLE_S = envfloat("EVALHUB_VERIFIER_SETTLE_S", 1.0, minimum=0.0)
 # A token keeps working this long after its attempt ended (late calls of a finishing rollout).
 EVALHUB_INTERCEPTOR_GRACE_S = envfloat("EVALHUB_INTERCEPTOR_GRACE_S", 30.0, minimum=0.0)
 # How long a resolved token is trusted without asking the database again.

@@ -17,6 +17,7 @@ from jobs.fields import (
     StrictNumberField,
     TaskAppUrlField,
 )
+from jobs.verifier.config import config_errors
 
 # Where a job's reward comes from, in synth-ai's verifier config.
 REWARD_SOURCES = ("task_app", "verifier", "fused")
@@ -73,6 +74,9 @@ class JobCreateInput(serializers.Serializer):
                 isinstance(weight, bool) or not isinstance(weight, int | float) or weight < 0
             ):
                 raise serializers.ValidationError(f"{name} must be a number >= 0")
+        errors = config_errors(value)
+        if errors:
+            raise serializers.ValidationError(errors)
         return value
 
     def validate_seeds(self, value: Any) -> list[int]:

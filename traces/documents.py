@@ -18,7 +18,7 @@ from jobs.models import EvalJob, RolloutAttempt, SeedRun
 from jobs.scores import Scores
 from traces import totals
 from traces.messages import first_choice, reasoning_of
-from traces.models import LLMCall
+from traces.models import CallKind, LLMCall
 from traces.redaction import Redactor
 
 SCHEMA = "evalhub.trace/1"
@@ -90,6 +90,7 @@ def llm_call_entry(call: LLMCall, attempt: RolloutAttempt) -> dict[str, Any]:
         "attempt": attempt.number,
         "run_id": attempt.run_id,
         "seq": call.seq,
+        "kind": call.kind,
         "provider": call.provider,
         "model_requested": call.model_requested,
         "model_answered": call.model_answered,
@@ -113,6 +114,20 @@ def llm_call_entry(call: LLMCall, attempt: RolloutAttempt) -> dict[str, Any]:
         },
         "cost_usd": call.cost_usd,
         "cost_unknown": call.cost_unknown,
+    }
+
+
+def verifier_entry(row: dict[str, Any]) -> dict[str, Any]:
+    """The judge's verdict of the seed (its calls are in `llm_calls` with `kind: "judge"`)."""
+    return {
+        "status": row["judge_status"],
+        "verifier_score": row["verifier_score"],
+        "justification": row["verifier_justification"],
+        "error": row["verifier_error"],
+        "task_app_score": row["task_app_score"],
+        "reward": row["score"],
+        "judge_tokens": row["judge_tokens"],
+        "judge_cost_usd": row["judge_cost_usd"],
     }
 
 
@@ -164,8 +179,9 @@ def seed_trace(
         attempts = seed_runs_with_calls(job=job).get(pk=seed_run.pk).rollout_attempts.all()
     attempts = sorted(attempts, key=lambda a: a.number)
     pairs = [(attempt, call) for attempt in attempts for call in attempt.llm_calls.all()]
-    usage = totals.usage_from_calls(call for _, call in pairs)
-    row = totals.seed_result_row(seed_run, usage)
+    usage = totals.usage_from_calls(call for _, call in pairs if call.kind == CallKind.POLICY)
+    judge = totals.usage_from_calls(call for _, call in pairs if call.kind == CallKind.JUDGE)
+    row = totals.seed_result_row(seed_run, usage, judge)
     calls = [llm_call_entry(call, attempt) for attempt, call in pairs]
     document = {
         "schema": SCHEMA,
@@ -191,6 +207,7 @@ def seed_trace(
         "attempts": [attempt_entry(a) for a in attempts],
         "task_app": _task_app_answer(seed_run),
         "llm_calls": calls,
+        "verifier": verifier_entry(row) if seed_run.judge_status else None,
     }
     return row, redactor.value(document)
 

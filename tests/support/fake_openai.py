@@ -19,6 +19,12 @@ A request steers the fake through an extra body field the interceptor passes thr
   echo_key: true          put the key it was called with in its reasoning and in an error
                           body (a provider that leaks its caller's key: it must go no further)
 
+As evalhub's verifier judge (a request whose `response_format` is the `evalhub_verdict` JSON
+schema) it answers a verdict computed from the conversation it is shown: `judge_score(body)`,
+with a fixed usage (`JUDGE_USAGE`). The judge's text (its rubric) steers it: `fake-judge:malformed`
+answers prose instead of the JSON every time, `fake-judge:malformed-once` only until it is told
+its answer was not valid, `fake-judge:slow` waits JUDGE_SLOW_S first.
+
 It answers with a call of the first tool whenever the request has tools, unless the request's
 `tool_choice` is "none" (as a policy asks for its final answer after a tool result).
 """
@@ -36,6 +42,9 @@ from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Route
 
 MODELS = ["gpt-4o-mini", "o4-mini", "house-model"]
+JUDGE_SCHEMA = "evalhub_verdict"
+JUDGE_USAGE = {"prompt_tokens": 900, "completion_tokens": 60}
+JUDGE_SLOW_S = 30.0
 
 
 class FakeOpenAI:
@@ -91,6 +100,10 @@ class FakeOpenAI:
                 },
                 status_code=status,
             )
+        if is_judge(body):
+            if "fake-judge:slow" in judge_text(body):
+                await asyncio.sleep(JUDGE_SLOW_S)
+            return JSONResponse(judge_completion(body))
         if body.get("stream"):
             return StreamingResponse(self._stream(body, opts), media_type="text/event-stream")
         return JSONResponse(completion(body))
@@ -301,6 +314,54 @@ def stream_chunks(body: dict[str, Any]) -> list[dict[str, Any]]:
     if include_usage and reported:
         chunks.append({**base, "choices": [], "usage": reported})
     return chunks
+
+
+def is_judge(body: dict[str, Any]) -> bool:
+    rf = body.get("response_format")
+    return isinstance(rf, dict) and (rf.get("json_schema") or {}).get("name") == JUDGE_SCHEMA
+
+
+def judge_text(body: dict[str, Any]) -> str:
+    return "\n".join(
+        m["content"] for m in body.get("messages") or [] if isinstance(m.get("content"), str)
+    )
+
+
+def judge_score(body: dict[str, Any]) -> float:
+    """The fake judge's score: a function of the first conversation it is shown (the judge's
+    first user message), in [0, 1] with two decimals."""
+    first = next(m["content"] for m in body["messages"] if m.get("role") == "user")
+    return int(hashlib.sha256(first.encode()).hexdigest()[:8], 16) % 101 / 100
+
+
+def judge_completion(body: dict[str, Any]) -> dict[str, Any]:
+    text = judge_text(body)
+    retried = "Your answer was not valid" in text
+    if "fake-judge:malformed" in text and not ("malformed-once" in text and retried):
+        content = "The agent did well, I would say 8 out of 10."
+    else:
+        score = judge_score(body)
+        content = json.dumps({"score": score, "justification": f"Fake verdict {score:.2f}."})
+    prompt, completion_tokens = JUDGE_USAGE["prompt_tokens"], JUDGE_USAGE["completion_tokens"]
+    return {
+        "id": _id(body),
+        "object": "chat.completion",
+        "created": 1700000000,
+        "model": _model(body),
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content, "refusal": None},
+                "finish_reason": "stop",
+                "logprobs": None,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt + completion_tokens,
+        },
+    }
 
 
 # For `uvicorn tests.support.fake_openai:app` (the benchmark runs the fake in its own process).

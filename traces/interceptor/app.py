@@ -138,6 +138,7 @@ def _record(access: selectors.AttemptAccess, request: dict, started_at) -> servi
         request=request,
         started_at=started_at,
         stream=bool(request.get("stream")),
+        kind=access.kind,
     )
 
 
