@@ -27,6 +27,7 @@ def job_config(job: EvalJob) -> dict[str, Any]:
         "timeout": job.timeout_s,
         "max_cost_usd": job.max_cost_usd,
         "max_tokens": job.max_tokens,
+        "judged_from": job.judged_from_id,  # a re-judgement of that job (jobs/verifier/)
     }
 
 

@@ -75,7 +75,8 @@ def config_errors(value: dict[str, Any]) -> list[str]:
     if value.get("enabled") and str(value.get("reward_source") or "task_app").strip().lower() == (
         "fused"
     ):
-        weights = [value.get(n) or 0 for n in ("weight_env", "weight_event", "weight_outcome")]
+        defaults = {"weight_env": 1.0, "weight_event": 0.0, "weight_outcome": 0.0}
+        weights = [d if value.get(n) is None else value[n] for n, d in defaults.items()]
         if sum(weights) <= 0:
             errors.append("reward_source 'fused' needs weights whose sum is above 0")
     return errors

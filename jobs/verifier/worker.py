@@ -79,13 +79,15 @@ class JudgeRunner:
         last_renew = 0.0
         while True:
             self._changed.clear()
-            status = await self._db(services.job_heartbeat, job_id=self.job_id)
+            if time.monotonic() - last_renew >= self.lease_s / 3:
+                await self._renew()  # and the job's sign of life, read by the redispatch
+                status = await self._db(services.job_heartbeat, job_id=self.job_id)
+                last_renew = time.monotonic()
+            else:
+                status = await self._db(_job_status, job_id=self.job_id)
             if status != JobStatus.RUNNING:
                 await self._stop(cancelled=status == JobStatus.CANCELLED)
                 return
-            if time.monotonic() - last_renew >= self.lease_s / 3:
-                await self._renew()
-                last_renew = time.monotonic()
             free = self.config.concurrency - len(self.in_flight)
             if free > 0:
                 for claimed in await self._claim(free):
@@ -195,3 +197,7 @@ class JudgeRunner:
                 f"{resp.status_code}: {detail}; {KEPT}"
             )
         return answer
+
+
+def _job_status(*, job_id: str) -> str | None:
+    return EvalJob.objects.filter(pk=job_id).values_list("status", flat=True).first()

@@ -23,7 +23,7 @@ As evalhub's verifier judge (a request whose `response_format` is the `evalhub_v
 schema) it answers a verdict computed from the conversation it is shown: `judge_score(body)`,
 with a fixed usage (`JUDGE_USAGE`). The judge's text (its rubric) steers it: `fake-judge:malformed`
 answers prose instead of the JSON every time, `fake-judge:malformed-once` only until it is told
-its answer was not valid, `fake-judge:slow` waits JUDGE_SLOW_S first.
+its answer was not valid, `fake-judge:delay=<seconds>` waits that long first.
 
 It answers with a call of the first tool whenever the request has tools, unless the request's
 `tool_choice` is "none" (as a policy asks for its final answer after a tool result).
@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import re
 from typing import Any
 
 from starlette.applications import Starlette
@@ -44,7 +45,7 @@ from starlette.routing import Route
 MODELS = ["gpt-4o-mini", "o4-mini", "house-model"]
 JUDGE_SCHEMA = "evalhub_verdict"
 JUDGE_USAGE = {"prompt_tokens": 900, "completion_tokens": 60}
-JUDGE_SLOW_S = 30.0
+JUDGE_DELAY_RE = re.compile(r"fake-judge:delay=([0-9.]+)")
 
 
 class FakeOpenAI:
@@ -101,8 +102,9 @@ class FakeOpenAI:
                 status_code=status,
             )
         if is_judge(body):
-            if "fake-judge:slow" in judge_text(body):
-                await asyncio.sleep(JUDGE_SLOW_S)
+            delay = JUDGE_DELAY_RE.search(judge_text(body))
+            if delay:
+                await asyncio.sleep(float(delay.group(1)))
             return JSONResponse(judge_completion(body))
         if body.get("stream"):
             return StreamingResponse(self._stream(body, opts), media_type="text/event-stream")
