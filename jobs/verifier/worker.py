@@ -10,6 +10,7 @@ for open judgements); a cancelled job's judgements are stopped and marked cancel
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import time
@@ -149,6 +150,10 @@ class JudgeRunner:
         try:
             async with asyncio.timeout(self.config.timeout):
                 verdict = await self._verdict(claimed)
+            # A judge may repeat what it was shown: keep secrets out of the justification.
+            verdict = dataclasses.replace(
+                verdict, justification=self.redactor.text(verdict.justification)
+            )
         except TimeoutError:
             error = (
                 f"the judge did not answer within {self.config.timeout:g}s "
