@@ -317,6 +317,9 @@ EVALHUB_INTERCEPTOR_GRACE_S = envfloat("EVALHUB_INTERCEPTOR_GRACE_S", 0.0, minim
 EVALHUB_INTERCEPTOR_REVOCATION_POLL_S = envfloat(
     "EVALHUB_INTERCEPTOR_REVOCATION_POLL_S", 0.5, minimum=0.05
 )
+# A verifier's judge starts this long after the rollout ended, so the interceptor's writer has
+# recorded the policy's last calls (the judge reads them).
+EVALHUB_VERIFIER_SETTLE_S = envfloat("EVALHUB_VERIFIER_SETTLE_S", 1.0, minimum=0.0)
 # How long a resolved token is trusted without asking the database again.
 EVALHUB_INTERCEPTOR_TOKEN_TTL_S = envfloat("EVALHUB_INTERCEPTOR_TOKEN_TTL_S", 5.0, minimum=0.0)
 # How often a job's spent totals (for budgets) are re-read from the database.

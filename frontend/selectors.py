@@ -176,7 +176,9 @@ def seed_attempts(*, seed_run: SeedRun, redactor: Redactor) -> list[AttemptView]
     """Every attempt of the seed, oldest first, each with its conversation, redacted."""
     attempts = list(RolloutAttempt.objects.filter(seed_run=seed_run).order_by("number"))
     calls: dict[int, list[LLMCall]] = {a.id: [] for a in attempts}
-    for call in LLMCall.objects.filter(attempt__seed_run=seed_run).order_by("attempt_id", "seq"):
+    # The policy's conversation; the verifier's judge calls are on the verdict (jobs/verifier/).
+    policy = LLMCall.objects.filter(attempt__seed_run=seed_run, kind="policy")
+    for call in policy.order_by("attempt_id", "seq"):
         calls[call.attempt_id].append(call)
     return [
         AttemptView(

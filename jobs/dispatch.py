@@ -17,6 +17,7 @@ log = logging.getLogger(__name__)
 
 JOB_RUN_TASK = "jobs.job_run"
 JOBS_REDISPATCH_TASK = "jobs.jobs_redispatch"
+JOB_JUDGE_TASK = "jobs.job_judge"
 
 
 def job_dispatch(job_id: str) -> bool:
@@ -28,5 +29,16 @@ def job_dispatch(job_id: str) -> bool:
     except Exception:  # any broker failure: the job waits in the database for the redispatch
         log.warning("job %s: the broker is unreachable; it will be handed out later", job_id,
                     exc_info=True)  # fmt: skip
+        return False
+    return True
+
+
+def job_judge_dispatch(job_id: str) -> bool:
+    """Send the job's judgements to a judge worker (jobs/verifier/); False when the broker could
+    not be reached (the next rollout runner to end sends it again)."""
+    try:
+        app.send_task(JOB_JUDGE_TASK, args=[job_id])
+    except Exception:  # any broker failure
+        log.warning("job %s: the broker is unreachable; judging waits", job_id, exc_info=True)
         return False
     return True

@@ -18,6 +18,7 @@ from jobs.fields import (
     TaskAppUrlField,
 )
 from jobs.rollout_limits import rollout_limits_validate
+from jobs.verifier.config import config_errors
 
 # Where a job's reward comes from, in synth-ai's verifier config.
 REWARD_SOURCES = ("task_app", "verifier", "fused")
@@ -75,6 +76,9 @@ class JobCreateInput(serializers.Serializer):
                 isinstance(weight, bool) or not isinstance(weight, int | float) or weight < 0
             ):
                 raise serializers.ValidationError(f"{name} must be a number >= 0")
+        errors = config_errors(value)
+        if errors:
+            raise serializers.ValidationError(errors)
         return value
 
     def validate_rollout_limits(self, value: dict[str, Any] | None) -> dict[str, Any] | None:

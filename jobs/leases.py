@@ -32,6 +32,10 @@ class SeedResult:
     task_trace: Any = None
     latency_ms: float | None = None
     error: str | None = None
+    # The task app's own score when `scores.score` is the verifier's reward (jobs/verifier/),
+    # and the state of the seed's judgement ("pending": a judge will score it).
+    task_app_score: float | None = None
+    judge_status: str = ""
 
 
 @dataclass(frozen=True)
@@ -202,6 +206,8 @@ def seed_run_finish(
             latency_ms=result.latency_ms,
             error=result.error,
             finished_at=timezone.now(),
+            task_app_score=result.task_app_score if result.judge_status else result.scores.score,
+            judge_status=result.judge_status,
         )
         if updated:
             seed_event_append(seed_run=SeedRun.objects.get(pk=seed_run_id))

@@ -87,6 +87,11 @@ class EvalJob(models.Model):
     # with: a retry with the same key gets this job back instead of a second one.
     idempotency_key = models.CharField(max_length=255, blank=True, default="")
     request_fingerprint = models.CharField(max_length=64, blank=True, default="")
+    # A re-judgement (POST .../judge) is a job of its own that reuses this job's rollouts and
+    # only judges them again with another verifier_config (jobs/verifier/).
+    judged_from = models.ForeignKey(
+        "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="rejudgements"
+    )
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -125,6 +130,20 @@ class SeedStatus(models.TextChoices):
 TERMINAL_SEED_STATUSES = (SeedStatus.SUCCEEDED, SeedStatus.FAILED, SeedStatus.CANCELLED)
 
 
+class JudgeStatus(models.TextChoices):
+    """Where the verifier's judgement of a seed is (empty: no judge for this seed)."""
+
+    NONE = ""
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+OPEN_JUDGE_STATUSES = (JudgeStatus.PENDING, JudgeStatus.RUNNING)
+
+
 class SeedRun(models.Model):
     job = models.ForeignKey(EvalJob, on_delete=models.CASCADE, related_name="seed_runs")
     seed = models.BigIntegerField()
@@ -153,6 +172,24 @@ class SeedRun(models.Model):
     error = models.TextField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+
+    # The verifier (jobs/verifier/): the task app's own score (kept whatever the reward source
+    # makes of `score`), the judge's verdict or why there is none, and the judgement's lease
+    # and interceptor token (its SHA-256) while a worker judges.
+    task_app_score = models.FloatField(null=True, blank=True)
+    judge_status = models.CharField(
+        max_length=16, choices=JudgeStatus.choices, blank=True, default=JudgeStatus.NONE
+    )
+    verifier_justification = models.TextField(null=True, blank=True)
+    verifier_error = models.TextField(null=True, blank=True)
+    judge_lease_owner = models.CharField(max_length=128, blank=True, default="")
+    judge_lease_expires_at = models.DateTimeField(null=True, blank=True)
+    judge_token_hash = models.CharField(max_length=64, blank=True, default="", db_index=True)
+    judged_at = models.DateTimeField(null=True, blank=True)
+    # In a re-judgement, the rollout of the original job this seed's judge reads.
+    judged_rollout = models.ForeignKey(
+        "RolloutAttempt", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
 
     class Meta:
         ordering = ["job", "seed"]

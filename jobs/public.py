@@ -28,6 +28,7 @@ def job_config(job: EvalJob) -> dict[str, Any]:
         "max_cost_usd": job.max_cost_usd,
         "max_tokens": job.max_tokens,
         "rollout_limits": job.rollout_limits,
+        "judged_from": job.judged_from_id,  # a re-judgement of that job (jobs/verifier/)
     }
 
 

@@ -32,6 +32,7 @@ from django.utils import timezone
 from evalhub import crypto
 from jobs import leases, services, taskapp
 from jobs.models import AttemptStatus, EvalJob, JobStatus, SeedRun, SeedStatus
+from jobs.verifier.hooks import RunnerHooks
 from traces import tokens, totals
 from traces.redaction import job_redactor
 
@@ -147,6 +148,7 @@ class JobRunner:
                 )
                 return
             self.redactor = job_redactor(job=job)
+            self.verifier = RunnerHooks(job)
             self.cap = min(job.max_concurrent, settings.EVALHUB_RUNNER_MAX_INFLIGHT)
             async with ClientPool(size=self.cap) as clients:
                 self.clients = clients
@@ -204,6 +206,7 @@ class JobRunner:
                         job_id=self.job_id,
                         summarize=totals.job_summary,
                     )
+                    await self._db(self.verifier.rollouts_over)
                     return
                 # A backoff is running, the other runners use every slot, or they hold seeds
                 # whose leases we take over if their worker dies.
@@ -304,16 +307,12 @@ class JobRunner:
             attempt_id=attempt_id, status=AttemptStatus.SUCCEEDED,
             http_status=outcome.http_status, latency_ms=latency_ms,
         )  # fmt: skip
-        result = leases.SeedResult(
-            scores=outcome.scores,
-            metrics=outcome.metrics,
-            task_trace=outcome.trace,
-            latency_ms=latency_ms,
-        )
-        await self._db(
+        result = self.verifier.seed_result(outcome, latency_ms)
+        if await self._db(
             leases.seed_run_finish, seed_run_id=seed_run.id, worker=self.worker,
             status=SeedStatus.SUCCEEDED, result=result, attempt=end,
-        )  # fmt: skip
+        ):  # fmt: skip
+            await self._db(self.verifier.seed_finished, result=result)
 
     async def _failed(self, seed_run, attempt_id: int, error, latency_ms: float) -> None:
         """Retry later when the failure is transient and attempts are left; else the result.

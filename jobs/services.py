@@ -21,7 +21,15 @@ from django.utils import timezone
 from evalhub import crypto
 from jobs.dispatch import job_dispatch
 from jobs.events import EventType, job_event_append
-from jobs.models import AttemptStatus, EvalJob, JobStatus, RolloutAttempt, SeedRun, SeedStatus
+from jobs.models import (
+    OPEN_JUDGE_STATUSES,
+    AttemptStatus,
+    EvalJob,
+    JobStatus,
+    RolloutAttempt,
+    SeedRun,
+    SeedStatus,
+)
 from jobs.taskapp import CONNECTION_ERROR_PREFIX
 
 SEED_RUN_BATCH = 2000
@@ -147,6 +155,9 @@ def _job_cancel(*, job_id: str) -> EvalJob:
         SeedRun.objects.filter(job=job, status=SeedStatus.PENDING).update(
             status=SeedStatus.CANCELLED, finished_at=now, error="cancelled"
         )
+        SeedRun.objects.filter(job=job, judge_status__in=OPEN_JUDGE_STATUSES).update(
+            judge_status="cancelled", verifier_error="cancelled"
+        )  # the judge workers stop theirs when they next look at the job
         job_event_append(job_id=job.id, type=EventType.JOB_CANCELLED, data={})
     return job
 
@@ -203,8 +214,9 @@ def job_finish_if_done(
         job = EvalJob.objects.select_for_update(no_key=True).filter(pk=job_id).first()
         if job is None or job.status != JobStatus.RUNNING:
             return None
-        open_seeds = SeedRun.objects.filter(
-            job_id=job_id, status__in=[SeedStatus.PENDING, SeedStatus.RUNNING]
+        open_seeds = SeedRun.objects.filter(job_id=job_id).filter(
+            Q(status__in=[SeedStatus.PENDING, SeedStatus.RUNNING])
+            | Q(judge_status__in=OPEN_JUDGE_STATUSES)  # judgements to wait for (jobs/verifier/)
         )
         if open_seeds.exists():
             return None
@@ -242,8 +254,9 @@ def jobs_redispatch(*, now=None) -> list[str]:
     seeds lost their worker."""
     now = now or timezone.now()
     stale = now - timedelta(seconds=settings.EVALHUB_LEASE_S)
-    open_seeds = SeedRun.objects.filter(
-        job=OuterRef("pk"), status__in=[SeedStatus.PENDING, SeedStatus.RUNNING]
+    open_seeds = SeedRun.objects.filter(job=OuterRef("pk")).filter(
+        Q(status__in=[SeedStatus.PENDING, SeedStatus.RUNNING])
+        | Q(judge_status__in=OPEN_JUDGE_STATUSES)
     )
     candidates = (
         EvalJob.objects.filter(status__in=[JobStatus.PENDING, JobStatus.RUNNING])

@@ -10,7 +10,8 @@ import logging
 
 from evalhub.celery import app
 from jobs import runner, services
-from jobs.dispatch import JOB_RUN_TASK, JOBS_REDISPATCH_TASK, job_dispatch
+from jobs.dispatch import JOB_JUDGE_TASK, JOB_RUN_TASK, JOBS_REDISPATCH_TASK, job_dispatch
+from jobs.verifier import worker as verifier_worker
 
 log = logging.getLogger(__name__)
 
@@ -20,6 +21,13 @@ def job_run(job_id: str) -> None:
     """Work on the job's seed runs until none is left to claim (see jobs.runner). Safe to
     deliver twice: seeds are claimed atomically, so a second run shares the work."""
     runner.job_run(job_id=job_id)
+
+
+@app.task(name=JOB_JUDGE_TASK)
+def job_judge(job_id: str) -> None:
+    """Judge the job's succeeded rollouts with its verifier (jobs/verifier/worker.py); safe to
+    deliver twice: judgements are claimed atomically."""
+    verifier_worker.judge_run(job_id=job_id)
 
 
 @app.task(name=JOBS_REDISPATCH_TASK)

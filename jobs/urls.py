@@ -1,6 +1,7 @@
 from django.urls import path
 
 from jobs import api, sse
+from jobs.verifier import api as verifier_api
 
 urlpatterns = [
     path("eval/jobs", api.JobListCreateView.as_view(), name="job-list"),
@@ -10,6 +11,7 @@ urlpatterns = [
     path("eval/jobs/<str:job_id>/seeds/<str:seed>", api.SeedTraceView.as_view(), name="job-seed"),
     path("eval/jobs/<str:job_id>/cancel", api.JobCancelView.as_view(), name="job-cancel"),
     path("eval/jobs/<str:job_id>/events", api.JobEventsView.as_view(), name="job-events"),
+    path("eval/jobs/<str:job_id>/judge", verifier_api.JobJudgeView.as_view(), name="job-judge"),
     path("eval/jobs/<str:job_id>/events/stream", sse.job_events_stream, name="job-events-stream"),
     # What newer synth-ai clients (0.6, 0.7) call beside the eval endpoints.
     path(

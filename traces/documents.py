@@ -19,7 +19,7 @@ from jobs.scores import Scores
 from traces import totals
 from traces.conversation import as_chat
 from traces.messages import first_choice, reasoning_of
-from traces.models import LLMCall
+from traces.models import CallKind, LLMCall
 from traces.redaction import Redactor
 
 SCHEMA = "evalhub.trace/1"
@@ -93,6 +93,7 @@ def llm_call_entry(call: LLMCall, attempt: RolloutAttempt) -> dict[str, Any]:
         "attempt": attempt.number,
         "run_id": attempt.run_id,
         "seq": call.seq,
+        "kind": call.kind,
         "provider": call.provider,
         "route": call.route,
         "model_requested": call.model_requested,
@@ -118,6 +119,20 @@ def llm_call_entry(call: LLMCall, attempt: RolloutAttempt) -> dict[str, Any]:
         },
         "cost_usd": call.cost_usd,
         "cost_unknown": call.cost_unknown,
+    }
+
+
+def verifier_entry(row: dict[str, Any]) -> dict[str, Any]:
+    """The judge's verdict of the seed (its calls are in `llm_calls` with `kind: "judge"`)."""
+    return {
+        "status": row["judge_status"],
+        "verifier_score": row["verifier_score"],
+        "justification": row["verifier_justification"],
+        "error": row["verifier_error"],
+        "task_app_score": row["task_app_score"],
+        "reward": row["score"],
+        "judge_tokens": row["judge_tokens"],
+        "judge_cost_usd": row["judge_cost_usd"],
     }
 
 
@@ -169,8 +184,9 @@ def seed_trace(
         attempts = seed_runs_with_calls(job=job).get(pk=seed_run.pk).rollout_attempts.all()
     attempts = sorted(attempts, key=lambda a: a.number)
     pairs = [(attempt, call) for attempt in attempts for call in attempt.llm_calls.all()]
-    usage = totals.usage_from_calls(call for _, call in pairs)
-    row = totals.seed_result_row(seed_run, usage)
+    usage = totals.usage_from_calls(call for _, call in pairs if call.kind == CallKind.POLICY)
+    judge = totals.usage_from_calls(call for _, call in pairs if call.kind == CallKind.JUDGE)
+    row = totals.seed_result_row(seed_run, usage, judge)
     calls = [llm_call_entry(call, attempt) for attempt, call in pairs]
     document = {
         "schema": SCHEMA,
@@ -196,6 +212,7 @@ def seed_trace(
         "attempts": [attempt_entry(a) for a in attempts],
         "task_app": _task_app_answer(seed_run),
         "llm_calls": calls,
+        "verifier": verifier_entry(row) if seed_run.judge_status else None,
     }
     return row, redactor.value(document)
 

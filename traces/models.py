@@ -19,10 +19,18 @@ ROLLOUT_LIMITS = ("max_llm_calls", "max_tokens", "max_cost_usd")
 ROUTES = ("chat.completions", "responses", "messages", "completions", "embeddings")
 
 
+class CallKind(models.TextChoices):
+    """Who made the call: the policy under evaluation, or the verifier judging its rollout."""
+
+    POLICY = "policy"
+    JUDGE = "judge"
+
+
 class LLMCall(models.Model):
     attempt = models.ForeignKey(RolloutAttempt, on_delete=models.CASCADE, related_name="llm_calls")
     # Order of the call within its attempt (1, 2, ...).
     seq = models.PositiveIntegerField()
+    kind = models.CharField(max_length=8, choices=CallKind.choices, default=CallKind.POLICY)
     provider = models.CharField(max_length=64, default="openai")
     model_requested = models.CharField(max_length=255, blank=True, default="")
     model_answered = models.CharField(max_length=255, blank=True, default="")

@@ -8,8 +8,8 @@ from datetime import datetime
 
 from django.db.models import Count, Q, Sum
 
-from jobs.models import AttemptStatus, RolloutAttempt
 from traces.models import BUDGET_EXCEEDED, RETRIED_MARK, ROLLOUT_LIMIT_EXCEEDED, LLMCall
+from jobs.models import AttemptStatus, JudgeStatus, RolloutAttempt, SeedRun
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,8 @@ class AttemptAccess:
     max_tokens: int | None
     # The job's per-rollout limits ({max_llm_calls, max_tokens, max_cost_usd}), or None.
     rollout_limits: dict | None = None
+    # "judge" for a verifier's token (jobs/verifier/): its calls are recorded apart.
+    kind: str = "policy"
 
     @property
     def has_budget(self) -> bool:
@@ -47,7 +49,7 @@ def attempt_access_get(*, token_hash: str) -> AttemptAccess | None:
         .first()
     )
     if row is None:
-        return None
+        return judge_access_get(token_hash=token_hash)
     policy = row["seed_run__job__policy"] or {}
     provider = policy.get("provider") if isinstance(policy, dict) else None
     return AttemptAccess(
@@ -91,3 +93,45 @@ def attempt_spent(*, attempt_id: int) -> tuple[int, int, float]:
         .aggregate(calls=Count("id"), tokens=Sum("total_tokens"), cost=Sum("cost_usd"))
     )
     return row["calls"] or 0, row["tokens"] or 0, row["cost"] or 0.0
+def judge_access_get(*, token_hash: str) -> AttemptAccess | None:
+    """A verifier judge's token (on its seed run while it judges): its calls go to the
+    verifier's `backend_provider` (else the policy's provider) and are recorded as the judge's,
+    on the judged seed's last succeeded attempt, and count against the job's budget."""
+    row = (
+        SeedRun.objects.filter(judge_token_hash=token_hash)
+        .exclude(judge_token_hash="")
+        .values(
+            "id",
+            "judge_status",
+            "judged_at",
+            "job_id",
+            "job__policy",
+            "job__verifier_config",
+            "job__max_cost_usd",
+            "job__max_tokens",
+        )  # fmt: skip
+        .first()
+    )
+    if row is None:
+        return None
+    attempt_id = (
+        RolloutAttempt.objects.filter(seed_run_id=row["id"], status=AttemptStatus.SUCCEEDED)
+        .order_by("-number")
+        .values_list("id", flat=True)
+        .first()
+    )
+    if attempt_id is None:
+        return None
+    verifier = row["job__verifier_config"] if isinstance(row["job__verifier_config"], dict) else {}
+    policy = row["job__policy"] if isinstance(row["job__policy"], dict) else {}
+    provider = verifier.get("backend_provider") or policy.get("provider") or "openai"
+    return AttemptAccess(
+        attempt_id=attempt_id,
+        job_id=row["job_id"],
+        provider=str(provider),
+        running=row["judge_status"] == JudgeStatus.RUNNING,
+        finished_at=row["judged_at"],
+        max_cost_usd=row["job__max_cost_usd"],
+        max_tokens=row["job__max_tokens"],
+        kind="judge",
+    )

@@ -43,6 +43,8 @@ class CallRecord:
     forwarded: bool = True
     ttft_ms: float | None = None
     latency_ms: float | None = None
+    # Who made the call: the policy, or the verifier's judge (traces.models.CallKind).
+    kind: str = "policy"
 
 
 def llm_call_build(*, record: CallRecord) -> LLMCall:
@@ -81,6 +83,7 @@ def llm_call_build(*, record: CallRecord) -> LLMCall:
     return LLMCall(
         attempt_id=record.attempt_id,
         seq=0,
+        kind=record.kind,
         provider=record.provider,
         model_requested=model_requested[:255],
         model_answered=model_answered[:255],

@@ -19,7 +19,7 @@ from django.db.models import Avg, Count, Q, Sum
 
 from jobs.models import EvalJob, SeedRun, SeedStatus
 from jobs.scores import Scores
-from traces.models import BUDGET_EXCEEDED, ROLLOUT_LIMIT_EXCEEDED, ROLLOUT_LIMITS, LLMCall
+from traces.models import BUDGET_EXCEEDED, ROLLOUT_LIMIT_EXCEEDED, ROLLOUT_LIMITS, CallKind, LLMCall
 
 
 @dataclass(frozen=True)
@@ -124,10 +124,13 @@ def usage_from_calls(calls: Iterable[LLMCall]) -> Usage:
     )  # fmt: skip
 
 
-def seed_usage(*, job: EvalJob, seed_run: SeedRun | None = None) -> dict[int, Usage]:
+def seed_usage(
+    *, job: EvalJob, seed_run: SeedRun | None = None, kind: str = CallKind.POLICY
+) -> dict[int, Usage]:
     """Usage per seed run id over every attempt (failed attempts too: their tokens were
-    spent), for the whole job or one of its seed runs. Seed runs without calls are absent."""
-    calls = LLMCall.objects.filter(attempt__seed_run__job=job)
+    spent), for the whole job or one of its seed runs. Seed runs without calls are absent.
+    The policy's calls, or with `kind="judge"` the verifier's (reported beside, never inside)."""
+    calls = LLMCall.objects.filter(attempt__seed_run__job=job, kind=kind)
     if seed_run is not None:
         calls = calls.filter(attempt__seed_run=seed_run)
     rows = calls.values("attempt__seed_run_id").annotate(**_AGGREGATES).order_by()
@@ -137,7 +140,7 @@ def seed_usage(*, job: EvalJob, seed_run: SeedRun | None = None) -> dict[int, Us
 def job_usage_many(*, job_ids: list[str]) -> dict[str, Usage]:
     """Usage of each of several jobs, in one query."""
     rows = (
-        LLMCall.objects.filter(attempt__seed_run__job_id__in=job_ids)
+        LLMCall.objects.filter(attempt__seed_run__job_id__in=job_ids, kind=CallKind.POLICY)
         .values("attempt__seed_run__job_id")
         .annotate(**_AGGREGATES)
         .order_by()
@@ -168,7 +171,23 @@ def job_mean_scores(*, job_ids: list[str]) -> dict[str, float]:
 # --- result rows and the summary -------------------------------------------------------------
 
 
-def seed_result_row(seed_run: SeedRun, usage: Usage | None) -> dict[str, Any]:
+def judge_fields(seed_run: SeedRun, judge: Usage | None) -> dict[str, Any]:
+    """The verifier's columns of a result row: its verdict and what its judge spent."""
+    judge = judge or NO_USAGE
+    return {
+        "task_app_score": seed_run.task_app_score,
+        "judge_status": seed_run.judge_status or None,
+        "verifier_justification": seed_run.verifier_justification,
+        "verifier_error": seed_run.verifier_error,
+        "judge_tokens": judge.total_tokens,
+        "judge_cost_usd": judge.cost_usd,
+        "judge_num_llm_calls": judge.num_llm_calls,
+    }
+
+
+def seed_result_row(
+    seed_run: SeedRun, usage: Usage | None, judge: Usage | None = None
+) -> dict[str, Any]:
     """One seed's row of GET /results (also in its trace document and on the dashboard)."""
     return {
         "seed": seed_run.seed,
@@ -182,6 +201,7 @@ def seed_result_row(seed_run: SeedRun, usage: Usage | None) -> dict[str, Any]:
         "error": seed_run.error,
         "started_at": seed_run.started_at,
         "finished_at": seed_run.finished_at,
+        **judge_fields(seed_run, judge),
     }
 
 
@@ -195,8 +215,9 @@ def outcome_objectives(seed_run: SeedRun) -> dict[str, Any] | None:
 def job_results(*, job: EvalJob) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(summary, per-seed rows) of the job, computed from its seed runs and LLM calls."""
     usage = seed_usage(job=job)
+    judge = seed_usage(job=job, kind=CallKind.JUDGE)
     rows = [
-        seed_result_row(sr, usage.get(sr.id))
+        seed_result_row(sr, usage.get(sr.id), judge.get(sr.id))
         for sr in SeedRun.objects.filter(job=job).order_by("seed")
     ]
     return summarize(job=job, rows=rows), rows
@@ -242,4 +263,19 @@ def summarize(*, job: EvalJob, rows: list[dict[str, Any]]) -> dict[str, Any]:
         ),
         "latency_p50_ms": _percentile(latencies, 50),
         "latency_p95_ms": _percentile(latencies, 95),
+        **judge_summary(rows),
+    }
+
+
+def judge_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The verifier's part of the summary: its verdicts and what its judges spent (apart from
+    `total_tokens` / `total_cost_usd`, which are the policy's)."""
+    judged = [r["verifier_score"] for r in rows if r.get("judge_status") == "done"]
+    costs = [r["judge_cost_usd"] for r in rows]
+    return {
+        "mean_verifier_score": statistics.fmean(judged) if judged else None,
+        "num_judged": len(judged),
+        "num_verifier_errors": sum(1 for r in rows if r.get("judge_status") == "failed"),
+        "judge_total_tokens": sum(r["judge_tokens"] for r in rows),
+        "judge_total_cost_usd": None if any(c is None for c in costs) else round(sum(costs), 10),
     }

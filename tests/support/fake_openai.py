@@ -23,6 +23,12 @@ A request steers the fake through an extra body field the interceptor passes thr
 
 `/v1/responses`, `/v1/completions` and `/v1/embeddings` answer from tests/support/fake_wire.py.
 
+As evalhub's verifier judge (a request whose `response_format` is the `evalhub_verdict` JSON
+schema) it answers a verdict computed from the conversation it is shown: `judge_score(body)`,
+with a fixed usage (`JUDGE_USAGE`). The judge's text (its rubric) steers it: `fake-judge:malformed`
+answers prose instead of the JSON every time, `fake-judge:malformed-once` only until it is told
+its answer was not valid, `fake-judge:delay=<seconds>` waits that long first.
+
 It answers with a call of the first tool whenever the request has tools, unless the request's
 `tool_choice` is "none" (as a policy asks for its final answer after a tool result).
 """
@@ -33,6 +39,7 @@ import asyncio
 import hashlib
 import json
 import time
+import re
 from typing import Any
 
 from starlette.applications import Starlette
@@ -43,6 +50,9 @@ from starlette.routing import Route
 from tests.support import fake_wire
 
 MODELS = ["gpt-4o-mini", "o4-mini", "house-model"]
+JUDGE_SCHEMA = "evalhub_verdict"
+JUDGE_USAGE = {"prompt_tokens": 900, "completion_tokens": 60}
+JUDGE_DELAY_RE = re.compile(r"fake-judge:delay=([0-9.]+)")
 
 
 class FakeOpenAI:
@@ -105,6 +115,11 @@ class FakeOpenAI:
                 },
                 status_code=status,
             )
+        if is_judge(body):
+            delay = JUDGE_DELAY_RE.search(judge_text(body))
+            if delay:
+                await asyncio.sleep(float(delay.group(1)))
+            return JSONResponse(judge_completion(body))
         if body.get("stream"):
             return StreamingResponse(self._stream(body, opts), media_type="text/event-stream")
         return JSONResponse(completion(body))
@@ -360,6 +375,54 @@ def stream_chunks(body: dict[str, Any]) -> list[dict[str, Any]]:
     if include_usage and reported:
         chunks.append({**base, "choices": [], "usage": reported})
     return chunks
+
+
+def is_judge(body: dict[str, Any]) -> bool:
+    rf = body.get("response_format")
+    return isinstance(rf, dict) and (rf.get("json_schema") or {}).get("name") == JUDGE_SCHEMA
+
+
+def judge_text(body: dict[str, Any]) -> str:
+    return "\n".join(
+        m["content"] for m in body.get("messages") or [] if isinstance(m.get("content"), str)
+    )
+
+
+def judge_score(body: dict[str, Any]) -> float:
+    """The fake judge's score: a function of the first conversation it is shown (the judge's
+    first user message), in [0, 1] with two decimals."""
+    first = next(m["content"] for m in body["messages"] if m.get("role") == "user")
+    return int(hashlib.sha256(first.encode()).hexdigest()[:8], 16) % 101 / 100
+
+
+def judge_completion(body: dict[str, Any]) -> dict[str, Any]:
+    text = judge_text(body)
+    retried = "Your answer was not valid" in text
+    if "fake-judge:malformed" in text and not ("malformed-once" in text and retried):
+        content = "The agent did well, I would say 8 out of 10."
+    else:
+        score = judge_score(body)
+        content = json.dumps({"score": score, "justification": f"Fake verdict {score:.2f}."})
+    prompt, completion_tokens = JUDGE_USAGE["prompt_tokens"], JUDGE_USAGE["completion_tokens"]
+    return {
+        "id": _id(body),
+        "object": "chat.completion",
+        "created": 1700000000,
+        "model": _model(body),
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content, "refusal": None},
+                "finish_reason": "stop",
+                "logprobs": None,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt + completion_tokens,
+        },
+    }
 
 
 # For `uvicorn tests.support.fake_openai:app` (the benchmark runs the fake in its own process).

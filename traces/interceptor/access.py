@@ -59,7 +59,9 @@ class TokenCache:
             self._tokens[digest] = (now + ttl, access)
         if access is None:
             raise InterceptorError(401, "invalid_token", "Unknown interceptor token.")
-        if access.running:
+        # A judge's token (jobs/verifier/) rides on the judged attempt, long ended: it is open
+        # while its judgement runs (read with the token), never revoked by the attempt's end.
+        if access.running and access.kind == "policy":
             ended_at = self._ended.get(access.attempt_id)
             if ended_at is not None:
                 access = replace(access, running=False, finished_at=ended_at)

@@ -170,6 +170,7 @@ def _record(access: selectors.AttemptAccess, route: Route, request: dict,
         started_at=started_at,
         stream=bool(request.get("stream")),
         route=route.name,
+        kind=access.kind,
     )
 
 
