@@ -149,7 +149,9 @@ def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
             "progress": {
                 **progress,
                 **dash.progress_bar(
-                    succeeded=progress["succeeded"], failed=progress["failed"], total=job.num_seeds
+                    succeeded=progress["succeeded"],
+                    failed=progress["failed"],
+                    total=job.num_seeds * job.repeats,
                 ),
             },
             "duration_s": dash.job_duration_s(job=job),
@@ -185,7 +187,9 @@ def job_progress(request: HttpRequest, job_id: str) -> JsonResponse:
             "error": job.error,
             **progress,
             **dash.progress_bar(
-                succeeded=progress["succeeded"], failed=progress["failed"], total=job.num_seeds
+                succeeded=progress["succeeded"],
+                failed=progress["failed"],
+                total=job.num_seeds * job.repeats,
             ),
         }
     )

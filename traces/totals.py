@@ -15,8 +15,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Avg, Count, Q, Sum
+from django.db.models import Avg, Count, FloatField, Q, Sum
+from django.db.models.functions import Coalesce
 
+from jobs import stats
 from jobs.models import EvalJob, SeedRun, SeedStatus
 from jobs.scores import Scores
 from traces.models import BUDGET_EXCEEDED, LLMCall
@@ -137,13 +139,17 @@ def job_spent(*, job_id: str) -> tuple[float, int]:
 
 
 def job_mean_scores(*, job_ids: list[str]) -> dict[str, float]:
-    """Mean score over the succeeded seeds of each job (absent: no scored seed yet)."""
+    """Mean score of each job as its summary counts it: over the finished samples, a failed one
+    (or one without a score) counting 0 (absent: nothing finished yet)."""
     return dict(
-        SeedRun.objects.filter(job_id__in=job_ids, status=SeedStatus.SUCCEEDED, score__isnull=False)
+        SeedRun.objects.filter(job_id__in=job_ids, status__in=FINISHED)
         .values_list("job_id")
-        .annotate(mean=Avg("score"))
+        .annotate(mean=Avg(Coalesce("score", 0.0, output_field=FloatField())))
         .order_by()
     )
+
+
+FINISHED = (SeedStatus.SUCCEEDED, SeedStatus.FAILED)
 
 
 # --- result rows and the summary -------------------------------------------------------------
@@ -153,6 +159,7 @@ def seed_result_row(seed_run: SeedRun, usage: Usage | None) -> dict[str, Any]:
     """One seed's row of GET /results (also in its trace document and on the dashboard)."""
     return {
         "seed": seed_run.seed,
+        "repeat": seed_run.repeat,
         "status": seed_run.status,
         **Scores.of(seed_run).as_fields(),
         "reward": seed_run.score,
@@ -163,6 +170,7 @@ def seed_result_row(seed_run: SeedRun, usage: Usage | None) -> dict[str, Any]:
         "error": seed_run.error,
         "started_at": seed_run.started_at,
         "finished_at": seed_run.finished_at,
+        "reused": seed_run.reused_from_id is not None,
     }
 
 
@@ -178,9 +186,15 @@ def job_results(*, job: EvalJob) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     usage = seed_usage(job=job)
     rows = [
         seed_result_row(sr, usage.get(sr.id))
-        for sr in SeedRun.objects.filter(job=job).order_by("seed")
+        for sr in SeedRun.objects.filter(job=job).order_by("seed", "repeat")
     ]
     return summarize(job=job, rows=rows), rows
+
+
+def job_figures(*, job: EvalJob, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """jobs.stats' figures of the job's result rows (per-seed figures under `seeds`)."""
+    samples = (stats.Sample(r["seed"], r["repeat"], r["status"], r["score"]) for r in rows)
+    return stats.job_figures(samples, repeats=job.repeats, threshold=job.pass_threshold)
 
 
 def job_summary(job: EvalJob) -> dict[str, Any]:
@@ -200,10 +214,11 @@ def summarize(*, job: EvalJob, rows: list[dict[str, Any]]) -> dict[str, Any]:
     scores = [r["score"] for r in succeeded if r["score"] is not None]
     latencies = sorted(r["latency_ms"] for r in succeeded if r["latency_ms"] is not None)
     unknown_cost = sum(1 for r in rows if r["cost_unknown"])
-    mean_score = statistics.fmean(scores) if scores else None
+    figures = job_figures(job=job, rows=rows)
+    figures.pop("seeds")
     return {
-        "mean_score": mean_score,
-        "mean_reward": mean_score,
+        **figures,
+        "mean_reward": figures["mean_score"],
         "std_score": statistics.pstdev(scores) if len(scores) > 1 else (0.0 if scores else None),
         "min_score": min(scores) if scores else None,
         "max_score": max(scores) if scores else None,
