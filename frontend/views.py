@@ -151,6 +151,9 @@ def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
             "config": job_config(job),
             "config_json": json.dumps(job_config(job), indent=2, default=str),
             "summary": summary,
+            "seed_figures": totals.job_figures(job=job, rows=rows)["seeds"]
+            if job.repeats > 1
+            else [],
             "progress": {
                 **progress,
                 **dash.progress_bar(
