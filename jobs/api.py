@@ -238,7 +238,9 @@ class JobResultsView(APIView):
     @extend_schema(responses={200: OBJECT, **ERRORS}, summary="Summary and per-seed results")
     def get(self, request: Request, job_id: str) -> Response:
         job = _owned_job(request, job_id)
-        summary, rows = totals.job_results(job=job)
+        rows = totals.job_rows(job=job)
+        figures = totals.job_figures(job=job, rows=rows)
+        summary = totals.summarize(job=job, rows=rows, figures=figures)
         # The SDK reads `summary.x or data.x`: repeat the summary at the top level.
         body = {
             **summary,
@@ -247,7 +249,7 @@ class JobResultsView(APIView):
             "error": job.error,
             "summary": summary,
             "results": rows,
-            "seeds": totals.job_figures(job=job, rows=rows)["seeds"],
+            "seeds": figures["seeds"],
         }
         return Response(body)
 

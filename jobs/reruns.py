@@ -83,7 +83,12 @@ def job_rerun(
     unknown = sorted(set(chosen) - set(ran))
     if unknown:
         raise RerunRefused("seeds", f"the job did not run seeds {unknown[:10]}")
-    spec = rerun_spec(parent, chosen, policy)
+    try:
+        spec = rerun_spec(parent, chosen, policy)
+    except ValueError:  # the key was encrypted under another SECRET_KEY
+        raise RerunRefused(
+            "job", "its task_app_api_key can no longer be read; create a new job instead"
+        ) from None
     with transaction.atomic():
         job = services.job_create(owner=parent.owner, spec=spec)
         if seeds == "failed":

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import random
 import statistics
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -79,7 +80,8 @@ def bootstrap_mean_ci(
     if n < 2:
         return None
     if n > BOOTSTRAP_MAX_SEEDS:
-        mean, half = statistics.fmean(values), 1.96 * statistics.stdev(values) / math.sqrt(n)
+        mean = math.fsum(values) / n
+        half = 1.96 * math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1) / n)
         return mean - half, mean + half
     rng = random.Random(seed)
     means = sorted(sum(rng.choices(values, k=n)) / n for _ in range(resamples))
@@ -110,6 +112,10 @@ def sign_flip_p_value(differences: Sequence[float], *, seed: int = BOOTSTRAP_SEE
     return (hits + 1) / PERMUTATIONS
 
 
+def _mean(values: list[float]) -> float | None:
+    return math.fsum(values) / len(values) if values else None
+
+
 def by_seed(samples: Iterable[Sample]) -> dict[int, list[Sample]]:
     """The finished samples of each seed that has one, seeds in order."""
     seeds: dict[int, list[Sample]] = {}
@@ -122,12 +128,12 @@ def by_seed(samples: Iterable[Sample]) -> dict[int, list[Sample]]:
 def seed_figures(samples: list[Sample], threshold: float) -> dict:
     """Per seed: its finished samples, their mean value and (population) std, and passes."""
     values = [s.value for s in samples]
-    return {
-        "samples": len(samples),
-        "mean": statistics.fmean(values) if values else None,
-        "std": statistics.pstdev(values) if values else None,
-        "passes": sum(s.passes(threshold) for s in samples),
-    }
+    n = len(values)
+    mean = math.fsum(values) / n if n else None
+    # Plain arithmetic: statistics.pstdev is exact but far too slow for 100,000 seeds.
+    std = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / n) if n else None
+    return {"samples": n, "mean": mean, "std": std,
+            "passes": sum(s.passes(threshold) for s in samples)}  # fmt: skip
 
 
 def job_figures(samples: Iterable[Sample], *, repeats: int, threshold: float) -> dict:
@@ -138,16 +144,18 @@ def job_figures(samples: Iterable[Sample], *, repeats: int, threshold: float) ->
     scored = [s.score for s in finished if s.status == "succeeded" and s.score is not None]
     per_seed = {seed: seed_figures(group, threshold) for seed, group in seeds.items()}
     pass_at, pass_hat = {}, {}
+    counts = Counter((f["samples"], f["passes"]) for f in per_seed.values())
     for k in range(1, max(1, repeats) + 1):
-        eligible = [(f["samples"], f["passes"]) for f in per_seed.values() if f["samples"] >= k]
-        if eligible:
-            pass_at[str(k)] = statistics.fmean(pass_at_k(n, c, k) for n, c in eligible)
-            pass_hat[str(k)] = statistics.fmean(pass_hat_k(n, c, k) for n, c in eligible)
+        eligible = [(nc, times) for nc, times in counts.items() if nc[0] >= k]
+        seeds_k = sum(times for _, times in eligible)
+        if seeds_k:
+            pass_at[str(k)] = sum(pass_at_k(n, c, k) * t for (n, c), t in eligible) / seeds_k
+            pass_hat[str(k)] = sum(pass_hat_k(n, c, k) * t for (n, c), t in eligible) / seeds_k
     interval = bootstrap_mean_ci([f["mean"] for f in per_seed.values()])
     return {
-        "mean_score": statistics.fmean(s.value for s in finished) if finished else None,
+        "mean_score": _mean([s.value for s in finished]),
         "mean_score_samples": len(finished),
-        "mean_score_scored": statistics.fmean(scored) if scored else None,
+        "mean_score_scored": _mean(scored),
         "num_scored": len(scored),
         "num_samples": len(samples),
         "repeats": repeats,

@@ -183,12 +183,17 @@ def outcome_objectives(seed_run: SeedRun) -> dict[str, Any] | None:
 
 def job_results(*, job: EvalJob) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(summary, per-seed rows) of the job, computed from its seed runs and LLM calls."""
+    rows = job_rows(job=job)
+    return summarize(job=job, rows=rows), rows
+
+
+def job_rows(*, job: EvalJob) -> list[dict[str, Any]]:
+    """The job's result rows, one per sample, by seed and repeat."""
     usage = seed_usage(job=job)
-    rows = [
+    return [
         seed_result_row(sr, usage.get(sr.id))
         for sr in SeedRun.objects.filter(job=job).order_by("seed", "repeat")
     ]
-    return summarize(job=job, rows=rows), rows
 
 
 def job_figures(*, job: EvalJob, rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -209,12 +214,16 @@ def _percentile(sorted_values: list[float], q: float) -> float | None:
     return sorted_values[rank - 1]
 
 
-def summarize(*, job: EvalJob, rows: list[dict[str, Any]]) -> dict[str, Any]:
+def summarize(
+    *, job: EvalJob, rows: list[dict[str, Any]], figures: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The job's summary; `figures` when the caller computed `job_figures` of the rows already
+    (its per-seed `seeds` are left out of the summary)."""
     succeeded = [r for r in rows if r["status"] == SeedStatus.SUCCEEDED]
     scores = [r["score"] for r in succeeded if r["score"] is not None]
     latencies = sorted(r["latency_ms"] for r in succeeded if r["latency_ms"] is not None)
     unknown_cost = sum(1 for r in rows if r["cost_unknown"])
-    figures = job_figures(job=job, rows=rows)
+    figures = dict(figures or job_figures(job=job, rows=rows))
     figures.pop("seeds")
     return {
         **figures,
