@@ -188,6 +188,7 @@ OPENAI_API_KEY = envstr("OPENAI_API_KEY")
 
 # --- Limits -------------------------------------------------------------------------------------
 EVALHUB_MAX_SEEDS = envint("EVALHUB_MAX_SEEDS", 100_000, minimum=1)
+EVALHUB_MAX_REPEATS = envint("EVALHUB_MAX_REPEATS", 100, minimum=1)
 EVALHUB_MAX_CONCURRENT = envint("EVALHUB_MAX_CONCURRENT", 1000, minimum=1)
 EVALHUB_MAX_TIMEOUT_S = envfloat("EVALHUB_MAX_TIMEOUT_S", 24 * 3600.0, minimum=1.0)
 EVALHUB_MAX_REQUEST_BYTES = envint("EVALHUB_MAX_REQUEST_BYTES", 10 * 1024 * 1024, minimum=1024)

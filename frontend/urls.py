@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path, register_converter
 
-from frontend import views
+from frontend import numbers_views, views
 
 
 class SignedIntConverter:
@@ -38,4 +38,8 @@ urlpatterns = [
     path("jobs/<str:job_id>/cancel", views.job_cancel, name="job-cancel"),
     path("jobs/<str:job_id>/traces.zip", views.job_traces_zip, name="job-traces-zip"),
     path("jobs/<str:job_id>/seeds/<seed:seed>/", views.seed_detail, name="seed-detail"),
+    path("jobs/<str:job_id>/rerun", numbers_views.job_rerun_view, name="job-rerun"),
+    path("jobs/<str:job_id>/results.csv", numbers_views.job_results_csv, name="job-results-csv"),
+    path("compare/", numbers_views.compare, name="compare"),
+    path("compare/seeds/<seed:seed>/", numbers_views.compare_seed, name="compare-seed"),
 ]

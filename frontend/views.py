@@ -83,7 +83,11 @@ def job_list(request: HttpRequest) -> HttpResponse:
     status = request.GET.get("status") or ""
     if status not in JobStatus.values:
         status = ""
-    page = Paginator(selectors.job_list(owner=request.user, status=status or None), JOBS_PER_PAGE)
+    search = {name: request.GET.get(name, "").strip()[:200] for name in ("tag", "q")}
+    jobs = selectors.job_list(
+        owner=request.user, status=status or None, **{k: v or None for k, v in search.items()}
+    )
+    page = Paginator(jobs, JOBS_PER_PAGE)
     page_obj = page.get_page(request.GET.get("page"))
     jobs = list(page_obj.object_list)
     figures = dash.job_list_figures(jobs=jobs)
@@ -94,6 +98,7 @@ def job_list(request: HttpRequest) -> HttpResponse:
             "rows": [{"job": job, **figures[job.id]} for job in jobs],
             "page_obj": page_obj,
             "status": status,
+            "search": search,
             "statuses": JobStatus.values,
             "nav": "jobs",
         },
@@ -146,10 +151,15 @@ def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
             "config": job_config(job),
             "config_json": json.dumps(job_config(job), indent=2, default=str),
             "summary": summary,
+            "seed_figures": totals.job_figures(job=job, rows=rows)["seeds"]
+            if job.repeats > 1
+            else [],
             "progress": {
                 **progress,
                 **dash.progress_bar(
-                    succeeded=progress["succeeded"], failed=progress["failed"], total=job.num_seeds
+                    succeeded=progress["succeeded"],
+                    failed=progress["failed"],
+                    total=job.num_seeds * job.repeats,
                 ),
             },
             "duration_s": dash.job_duration_s(job=job),
@@ -185,7 +195,9 @@ def job_progress(request: HttpRequest, job_id: str) -> JsonResponse:
             "error": job.error,
             **progress,
             **dash.progress_bar(
-                succeeded=progress["succeeded"], failed=progress["failed"], total=job.num_seeds
+                succeeded=progress["succeeded"],
+                failed=progress["failed"],
+                total=job.num_seeds * job.repeats,
             ),
         }
     )
@@ -213,7 +225,10 @@ def job_traces_zip(request: HttpRequest, job_id: str) -> HttpResponse:
 @never_cache
 def seed_detail(request: HttpRequest, job_id: str, seed: int) -> HttpResponse:
     job = _owned_job(request, job_id)
-    seed_run = selectors.seed_run_get(job=job, seed=seed)
+    repeat = request.GET.get("repeat", "0")
+    seed_run = selectors.seed_run_get(
+        job=job, seed=seed, repeat=int(repeat) if repeat.isdigit() and len(repeat) < 10 else 0
+    )
     if seed_run is None:
         raise Http404("No such seed in this job.")
     usage = totals.seed_usage(job=job, seed_run=seed_run).get(seed_run.id)

@@ -163,6 +163,8 @@ class JobListCreateView(APIView):
             OpenApiParameter("limit", int, description="page size, 1-200 (default 50)"),
             OpenApiParameter("status", str, enum=list(JobStatus.values)),
             OpenApiParameter("cursor", str, description="from `next_cursor` of the previous page"),
+            OpenApiParameter("tag", str, description="only jobs with this tag"),
+            OpenApiParameter("q", str, description="search names, app id, model and env name"),
         ],
         responses={200: OBJECT, **ERRORS},
         summary="List your eval jobs, newest first",
@@ -175,7 +177,9 @@ class JobListCreateView(APIView):
             )
         paginator = JobCursorPagination()
         page = paginator.paginate_queryset(
-            selectors.job_list(owner=request.user, status=status_filter), request, view=self
+            selectors.job_list(owner=request.user, status=status_filter, **_list_filters(request)),
+            request,
+            view=self,
         )
         progress = selectors.job_progress_many(jobs=page)
         jobs = [job_status_body(job, progress[job.id]) for job in page]
@@ -188,6 +192,14 @@ class JobListCreateView(APIView):
                 "has_more": next_link is not None,
             }
         )
+
+
+def _list_filters(request: Request) -> dict[str, str | None]:
+    found = {name: (request.query_params.get(name) or "").strip() for name in ("tag", "q")}
+    for name, value in found.items():
+        if len(value) > 200 or "\x00" in value:
+            raise exceptions.ValidationError({name: ["must be at most 200 characters, no NUL"]})
+    return {name: value or None for name, value in found.items()}
 
 
 class JobCursorPagination(CursorPagination):
@@ -226,7 +238,9 @@ class JobResultsView(APIView):
     @extend_schema(responses={200: OBJECT, **ERRORS}, summary="Summary and per-seed results")
     def get(self, request: Request, job_id: str) -> Response:
         job = _owned_job(request, job_id)
-        summary, rows = totals.job_results(job=job)
+        rows = totals.job_rows(job=job)
+        figures = totals.job_figures(job=job, rows=rows)
+        summary = totals.summarize(job=job, rows=rows, figures=figures)
         # The SDK reads `summary.x or data.x`: repeat the summary at the top level.
         body = {
             **summary,
@@ -235,6 +249,7 @@ class JobResultsView(APIView):
             "error": job.error,
             "summary": summary,
             "results": rows,
+            "seeds": figures["seeds"],
         }
         return Response(body)
 
@@ -360,8 +375,12 @@ class SeedTraceView(APIView):
             raise Http404("No such seed.") from None
         if abs(seed_number) > INT64_MAX:  # no such seed can exist, and the database would overflow
             raise Http404("No such seed.")
-        seed_run = selectors.seed_run_get(job=job, seed=seed_number)
+        repeat = _int_param(request, "repeat", 0, 0, 2**31)
+        seed_run = selectors.seed_run_get(job=job, seed=seed_number, repeat=repeat)
         if seed_run is None:
             raise Http404("No such seed.")
         row, document = seed_trace(job=job, seed_run=seed_run, redactor=job_redactor(job=job))
-        return Response({"job_id": job.id, "seed": seed_run.seed, "result": row, "trace": document})
+        return Response(
+            {"job_id": job.id, "seed": seed_run.seed, "repeat": seed_run.repeat, "result": row,
+             "trace": document}
+        )  # fmt: skip

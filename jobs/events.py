@@ -49,12 +49,14 @@ def seed_event_append(*, seed_run: SeedRun) -> JobEvent:
     completed = SeedRun.objects.filter(
         job_id=seed_run.job_id, status__in=[SeedStatus.SUCCEEDED, SeedStatus.FAILED]
     ).count()
-    total = EvalJob.objects.filter(pk=seed_run.job_id).values_list("num_seeds", flat=True).first()
+    sizes = EvalJob.objects.filter(pk=seed_run.job_id).values_list("num_seeds", "repeats").first()
+    total = sizes[0] * sizes[1] if sizes else None
     return job_event_append(
         job_id=seed_run.job_id,
         type=EventType.SEED_COMPLETED,
         data={
             "seed": seed_run.seed,
+            "repeat": seed_run.repeat,
             "status": seed_run.status,
             "score": seed_run.score,
             "error": seed_run.error,

@@ -20,6 +20,8 @@ from jobs.fields import (
 from jobs.rollout_limits import rollout_limits_validate
 from jobs.verifier.config import config_errors
 
+# What a tag may hold: a label, stored and searched as it is.
+TAG_RE = r"^[A-Za-z0-9._:/+\-]{1,64}$"
 # Where a job's reward comes from, in synth-ai's verifier config.
 REWARD_SOURCES = ("task_app", "verifier", "fused")
 
@@ -45,6 +47,20 @@ class JobCreateInput(serializers.Serializer):
     max_cost_usd = StrictNumberField(min_value=0.0, max_value=1e9, required=False, allow_null=True)
     max_tokens = StrictIntegerField(min_value=1, required=False, allow_null=True)
     rollout_limits = JsonObjectField(required=False, allow_null=True)
+    repeats = StrictIntegerField(min_value=1, required=False, allow_null=True)
+    pass_threshold = StrictNumberField(
+        min_value=-1e9, max_value=1e9, required=False, allow_null=True
+    )
+    max_failures = StrictNumberField(min_value=0.0, max_value=1e9, required=False, allow_null=True)
+    name = serializers.CharField(required=False, allow_blank=True, allow_null=True, max_length=200)
+    tags = serializers.ListField(
+        child=serializers.RegexField(
+            TAG_RE, max_length=64,
+            error_messages={"invalid": "a tag is 1-64 letters, digits and . _ - : / +"},
+        ),
+        required=False, allow_null=True, max_length=20,
+    )  # fmt: skip
+    metadata = JsonObjectField(required=False, allow_null=True)
     # synth-ai 0.5's eval CLI sends the `ops` of its config; accepted, not used.
     ops = serializers.ListField(
         child=serializers.CharField(max_length=255), required=False, allow_null=True, max_length=100
@@ -55,6 +71,24 @@ class JobCreateInput(serializers.Serializer):
         # Limits come from settings, read when the request is validated.
         self.fields["max_concurrent"].max_value = settings.EVALHUB_MAX_CONCURRENT
         self.fields["timeout"].max_value = settings.EVALHUB_MAX_TIMEOUT_S
+        self.fields["repeats"].max_value = settings.EVALHUB_MAX_REPEATS
+
+    def validate_max_failures(self, value: float | None) -> float | None:
+        """A count of samples (a whole number >= 1) or a fraction of them (0 < f < 1)."""
+        if value is not None and (value <= 0 or (value >= 1 and value != int(value))):
+            raise serializers.ValidationError(
+                "must be a whole number of samples (>= 1) or a fraction of them (0 < f < 1)"
+            )
+        return value
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        samples = len(attrs.get("seeds") or []) * (attrs.get("repeats") or 1)
+        if samples > settings.EVALHUB_MAX_SEEDS:
+            raise serializers.ValidationError(
+                {"repeats": [f"seeds x repeats is {samples}; at most "
+                             f"{settings.EVALHUB_MAX_SEEDS} samples are allowed"]}
+            )  # fmt: skip
+        return attrs
 
     def validate_verifier_config(self, value: dict[str, Any] | None) -> dict[str, Any] | None:
         """synth-ai's verifier section: `reward_source` is one of REWARD_SOURCES (as synth-ai
@@ -127,6 +161,12 @@ class JobCreateInput(serializers.Serializer):
             max_cost_usd=d.get("max_cost_usd"),
             max_tokens=d.get("max_tokens"),
             rollout_limits=d.get("rollout_limits"),
+            repeats=given("repeats", 1),
+            pass_threshold=given("pass_threshold", 1.0),
+            max_failures=d.get("max_failures"),
+            name=(d.get("name") or "").strip(),
+            tags=given("tags", []),
+            metadata=given("metadata", {}),
         )
 
 
@@ -134,3 +174,26 @@ class JobCancelInput(serializers.Serializer):
     reason = serializers.CharField(
         required=False, allow_null=True, allow_blank=True, max_length=1000
     )
+
+
+class JobRerunInput(serializers.Serializer):
+    """POST /rerun: which seeds ("failed", "all" or a list of the parent's seeds), and
+    optionally another policy."""
+
+    seeds = serializers.JSONField(required=False)
+    policy = JsonObjectField(required=False, allow_null=True)
+
+    def validate_seeds(self, value: Any) -> str | list[int]:
+        if value in ("failed", "all"):
+            return value
+        if (
+            not isinstance(value, list)
+            or not value
+            or any(isinstance(s, bool) or not isinstance(s, int) for s in value)
+        ):
+            raise serializers.ValidationError(
+                '"failed", "all" or a non-empty list of the job\'s seeds'
+            )
+        if len(value) > settings.EVALHUB_MAX_SEEDS:
+            raise serializers.ValidationError(f"at most {settings.EVALHUB_MAX_SEEDS} seeds")
+        return value

@@ -92,6 +92,20 @@ class EvalJob(models.Model):
     judged_from = models.ForeignKey(
         "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="rejudgements"
     )
+    # Samples per seed (each a seed run of its own), what a sample must score to pass, and when
+    # to stop a broken job: more failed samples than `max_failures` (a count when >= 1, else a
+    # fraction of the samples). See jobs.stats and jobs.stopping.
+    repeats = models.PositiveIntegerField(default=1)
+    pass_threshold = models.FloatField(default=1.0)
+    max_failures = models.FloatField(null=True, blank=True)
+    # What people call the job, and how they find it again.
+    name = models.CharField(max_length=200, blank=True, default="")
+    tags = models.JSONField(default=list, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    # The job this one reran (POST /rerun), if any.
+    parent_job = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="reruns"
+    )
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -147,6 +161,12 @@ OPEN_JUDGE_STATUSES = (JudgeStatus.PENDING, JudgeStatus.RUNNING)
 class SeedRun(models.Model):
     job = models.ForeignKey(EvalJob, on_delete=models.CASCADE, related_name="seed_runs")
     seed = models.BigIntegerField()
+    # Which of the job's `repeats` samples of the seed this is (0, 1, ...).
+    repeat = models.PositiveIntegerField(default=0)
+    # A sample carried over from the parent job by a rerun, not run again.
+    reused_from = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     status = models.CharField(max_length=16, choices=SeedStatus.choices, default=SeedStatus.PENDING)
     # Rollout attempts started (one `RolloutAttempt` each). Of those, `failures` failed through
     # the task app and were retried: they count against EVALHUB_ROLLOUT_MAX_ATTEMPTS. `losses`
@@ -192,12 +212,14 @@ class SeedRun(models.Model):
     )
 
     class Meta:
-        ordering = ["job", "seed"]
-        constraints = [models.UniqueConstraint(fields=["job", "seed"], name="seed_run_unique_seed")]
+        ordering = ["job", "seed", "repeat"]
+        constraints = [
+            models.UniqueConstraint(fields=["job", "seed", "repeat"], name="seed_run_unique_sample")
+        ]
         indexes = [models.Index(fields=["job", "status"])]
 
     def __str__(self) -> str:
-        return f"{self.job_id}#{self.seed}"
+        return f"{self.job_id}#{self.seed}" + (f"r{self.repeat}" if self.repeat else "")
 
 
 class AttemptStatus(models.TextChoices):

@@ -29,6 +29,9 @@ def job_config(job: EvalJob) -> dict[str, Any]:
         "max_tokens": job.max_tokens,
         "rollout_limits": job.rollout_limits,
         "judged_from": job.judged_from_id,  # a re-judgement of that job (jobs/verifier/)
+        "repeats": job.repeats,
+        "pass_threshold": job.pass_threshold,
+        "max_failures": job.max_failures,
     }
 
 
@@ -36,6 +39,10 @@ def job_status_body(job: EvalJob, progress: dict[str, int] | None = None) -> dic
     """GET /api/eval/jobs/{id}: status, timestamps, configuration and progress."""
     return {
         "job_id": job.id,
+        "name": job.name,
+        "tags": job.tags,
+        "metadata": job.metadata,
+        "parent_job_id": job.parent_job_id,
         "status": job.status,
         "error": job.error,
         "created_at": job.created_at,
@@ -68,11 +75,11 @@ def event_data(event: JobEvent) -> dict[str, Any]:
         data["seed_status"] = data.pop("status")
     elif event.type == EventType.JOB_CREATED and "num_seeds" in data:
         data.setdefault("completed", 0)
-        data.setdefault("total", data["num_seeds"])
+        data.setdefault("total", data.get("num_samples", data["num_seeds"]))
     elif event.type == EventType.JOB_COMPLETED and isinstance(data.get("summary"), dict):
         summary = data["summary"]
         data.setdefault("mean_reward", summary.get("mean_reward"))
-        data.setdefault("total", summary.get("num_seeds"))
+        data.setdefault("total", summary.get("num_samples", summary.get("num_seeds")))
         data.setdefault(
             "completed", (summary.get("num_successful") or 0) + (summary.get("num_failed") or 0)
         )

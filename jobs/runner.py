@@ -30,7 +30,7 @@ from django.db.models import Min
 from django.utils import timezone
 
 from evalhub import crypto
-from jobs import leases, services, taskapp
+from jobs import leases, services, stopping, taskapp
 from jobs.models import AttemptStatus, EvalJob, JobStatus, SeedRun, SeedStatus
 from jobs.verifier.hooks import RunnerHooks
 from traces import tokens, totals
@@ -359,6 +359,8 @@ class JobRunner:
             status=SeedStatus.FAILED,
             result=leases.SeedResult(error=message, latency_ms=latency_ms), attempt=end,
         )  # fmt: skip
+        if self.job.max_failures is not None:
+            await self._db(stopping.job_stop_if_broken, job_id=self.job_id)
 
 
 def _job_load(*, job_id: str) -> EvalJob | None:

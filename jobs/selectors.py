@@ -3,10 +3,12 @@ summary are sums over LLM calls: `traces.totals`.)"""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Avg, Count, QuerySet
+from django.db.models import Avg, Count, FloatField, Q, QuerySet
+from django.db.models.functions import Coalesce
 from django.http import Http404
 
 from jobs.models import EvalJob, JobEvent, SeedRun, SeedStatus
@@ -26,16 +28,29 @@ def job_owned(*, owner: AbstractBaseUser, job_id: str) -> EvalJob:
     return job
 
 
-def job_list(*, owner: AbstractBaseUser, status: str | None = None) -> QuerySet[EvalJob]:
+def job_list(
+    *, owner: AbstractBaseUser, status: str | None = None, tag: str | None = None,
+    q: str | None = None,
+) -> QuerySet[EvalJob]:  # fmt: skip
+    """The owner's jobs, newest first; `tag`: only jobs with that tag (any case); `q`: a search
+    of names, app ids, env names and policy models (any case)."""
     jobs = EvalJob.objects.filter(owner=owner)
     if status:
         jobs = jobs.filter(status=status)
+    if tag:
+        # The tags' JSON text holds each tag quoted: a whole tag matches, not a part of one.
+        jobs = jobs.filter(tags__icontains=json.dumps(tag))
+    if q:
+        jobs = jobs.filter(
+            Q(name__icontains=q) | Q(app_id__icontains=q) | Q(env_name__icontains=q)
+            | Q(policy__model__icontains=q)
+        )  # fmt: skip
     return jobs.order_by("-created_at", "-id")
 
 
 def job_progress_many(*, jobs: list[EvalJob]) -> dict[str, dict[str, Any]]:
-    """Progress of each job, and the mean reward of its succeeded seeds so far (None before the
-    first), counted by the database in two queries for all of them."""
+    """Progress of each job (in samples: seeds x repeats), and its mean reward so far (None
+    before the first sample ends), counted by the database in two queries for all of them."""
     counts: dict[str, dict[str, int]] = {job.id: {} for job in jobs}
     for job_id, status, n in (
         SeedRun.objects.filter(job_id__in=list(counts))
@@ -44,12 +59,13 @@ def job_progress_many(*, jobs: list[EvalJob]) -> dict[str, dict[str, Any]]:
         .order_by()
     ):
         counts[job_id][status] = n
+    # As the summary counts it (jobs.stats): a failed sample, or one without a score, is 0.
     means = dict(
         SeedRun.objects.filter(
-            job_id__in=list(counts), status=SeedStatus.SUCCEEDED, score__isnull=False
+            job_id__in=list(counts), status__in=[SeedStatus.SUCCEEDED, SeedStatus.FAILED]
         )
         .values_list("job_id")
-        .annotate(mean=Avg("score"))
+        .annotate(mean=Avg(Coalesce("score", 0.0, output_field=FloatField())))
         .order_by()
     )
     return {
@@ -68,7 +84,7 @@ def _progress(*, job: EvalJob, counts: dict[str, int], mean_reward: float | None
     return {
         "mean_reward": mean_reward,
         "completed": succeeded + failed,
-        "total": job.num_seeds,
+        "total": job.num_seeds * job.repeats,
         "succeeded": succeeded,
         "failed": failed,
         "cancelled": counts.get(SeedStatus.CANCELLED, 0),
@@ -81,5 +97,5 @@ def job_events(*, job: EvalJob, since_seq: int = 0, limit: int = 200) -> list[Jo
     return list(JobEvent.objects.filter(job=job, seq__gt=since_seq).order_by("seq")[:limit])
 
 
-def seed_run_get(*, job: EvalJob, seed: int) -> SeedRun | None:
-    return SeedRun.objects.filter(job=job, seed=seed).first()
+def seed_run_get(*, job: EvalJob, seed: int, repeat: int = 0) -> SeedRun | None:
+    return SeedRun.objects.filter(job=job, seed=seed, repeat=repeat).first()

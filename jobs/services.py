@@ -54,6 +54,13 @@ class JobSpec:
     max_cost_usd: float | None = None
     max_tokens: int | None = None
     rollout_limits: dict[str, Any] | None = None
+    repeats: int = 1
+    pass_threshold: float = 1.0
+    max_failures: float | None = None
+    name: str = ""
+    tags: list[str] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    parent_job_id: str | None = None
 
 
 class IdempotencyConflict(Exception):
@@ -116,15 +123,36 @@ def _job_create(owner, spec: JobSpec, idempotency_key: str, fingerprint: str) ->
             max_tokens=spec.max_tokens,
             rollout_limits=spec.rollout_limits,
             num_seeds=len(spec.seeds),
+            **job_numbers_fields(spec),
         )
         SeedRun.objects.bulk_create(
-            (SeedRun(job=job, seed=seed) for seed in spec.seeds), batch_size=SEED_RUN_BATCH
+            (
+                SeedRun(job=job, seed=seed, repeat=r)
+                for seed in spec.seeds
+                for r in range(spec.repeats)
+            ),
+            batch_size=SEED_RUN_BATCH,
         )
         job_event_append(
-            job_id=job.id, type=EventType.JOB_CREATED, data={"num_seeds": len(spec.seeds)}
+            job_id=job.id,
+            type=EventType.JOB_CREATED,
+            data={"num_seeds": len(spec.seeds), "num_samples": len(spec.seeds) * spec.repeats},
         )
         transaction.on_commit(lambda: job_dispatch(job.id))
     return job
+
+
+def job_numbers_fields(spec: JobSpec) -> dict[str, Any]:
+    """The job's fields for repeats, passing, stopping and finding it again."""
+    return {
+        "repeats": spec.repeats,
+        "pass_threshold": spec.pass_threshold,
+        "max_failures": spec.max_failures,
+        "name": spec.name,
+        "tags": spec.tags,
+        "metadata": spec.metadata,
+        "parent_job_id": spec.parent_job_id,
+    }
 
 
 def job_cancel(*, job: EvalJob) -> EvalJob:

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from jobs import api, sse
+from jobs import api, api_numbers, sse
 from jobs.verifier import api as verifier_api
 
 urlpatterns = [
@@ -12,6 +12,18 @@ urlpatterns = [
     path("eval/jobs/<str:job_id>/cancel", api.JobCancelView.as_view(), name="job-cancel"),
     path("eval/jobs/<str:job_id>/events", api.JobEventsView.as_view(), name="job-events"),
     path("eval/jobs/<str:job_id>/judge", verifier_api.JobJudgeView.as_view(), name="job-judge"),
+    path("eval/jobs/<str:job_id>/rerun", api_numbers.JobRerunView.as_view(), name="job-rerun"),
+    path(
+        "eval/jobs/<str:job_id>/results.csv",
+        api_numbers.JobResultsCsvView.as_view(),
+        name="job-results-csv",
+    ),
+    path(
+        "eval/jobs/<str:job_id>/export/sft.jsonl",
+        api_numbers.JobSftExportView.as_view(),
+        name="job-export-sft",
+    ),
+    path("eval/compare", api_numbers.CompareView.as_view(), name="job-compare"),
     path("eval/jobs/<str:job_id>/events/stream", sse.job_events_stream, name="job-events-stream"),
     # What newer synth-ai clients (0.6, 0.7) call beside the eval endpoints.
     path(

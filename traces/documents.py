@@ -39,7 +39,7 @@ def seed_runs_with_calls(*, job: EvalJob) -> QuerySet[SeedRun]:
     )
     return (
         SeedRun.objects.filter(job=job)
-        .order_by("seed")
+        .order_by("seed", "repeat")
         .prefetch_related(Prefetch("rollout_attempts", queryset=attempts))
     )
 
@@ -192,6 +192,8 @@ def seed_trace(
         "schema": SCHEMA,
         "job_id": job.id,
         "seed": seed_run.seed,
+        "repeat": seed_run.repeat,
+        "reused": seed_run.reused_from_id is not None,
         "status": seed_run.status,
         "error": seed_run.error,
         **Scores.of(seed_run).as_fields(),

@@ -55,9 +55,12 @@ def traces_zip_storage_name(*, job: EvalJob) -> str:
     return f"traces/{job.id}.zip"
 
 
-def seed_entry_name(seed: int) -> str:
-    """`seeds/seed_<n>.json`: a safe relative name for any integer seed, negative ones too."""
-    return f"seeds/seed_{int(seed)}.json"
+def seed_entry_name(seed: int, repeat: int | None = None) -> str:
+    """`seeds/seed_<n>.json`: a safe relative name for any integer seed, negative ones too;
+    `seeds/seed_<n>_r<k>.json` for sample k of a job that runs each seed more than once."""
+    if repeat is None:
+        return f"seeds/seed_{int(seed)}.json"
+    return f"seeds/seed_{int(seed)}_r{int(repeat)}.json"
 
 
 def _member(name: str, data: bytes, modified_at: datetime):
@@ -80,9 +83,9 @@ def _members(*, job: EvalJob) -> Iterator[tuple]:
             redactor=redactor,
             attempts=seed_run.rollout_attempts.all(),
         )
-        name = seed_entry_name(seed_run.seed)
+        name = seed_entry_name(seed_run.seed, seed_run.repeat if job.repeats > 1 else None)
         files.append(
-            {"seed": seed_run.seed, "path": name, "status": seed_run.status,
+            {"seed": seed_run.seed, "repeat": seed_run.repeat, "path": name, "status": seed_run.status,
              "score": seed_run.score, "num_llm_calls": len(document["llm_calls"])}
         )  # fmt: skip
         yield _member(name, document_bytes(document), seed_run.finished_at or now)

@@ -15,8 +15,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Avg, Count, Q, Sum
+from django.db.models import Avg, Count, FloatField, Q, Sum
+from django.db.models.functions import Coalesce
 
+from jobs import stats
 from jobs.models import EvalJob, SeedRun, SeedStatus
 from jobs.scores import Scores
 from traces.models import BUDGET_EXCEEDED, ROLLOUT_LIMIT_EXCEEDED, ROLLOUT_LIMITS, CallKind, LLMCall
@@ -159,13 +161,17 @@ def job_spent(*, job_id: str) -> tuple[float, int]:
 
 
 def job_mean_scores(*, job_ids: list[str]) -> dict[str, float]:
-    """Mean score over the succeeded seeds of each job (absent: no scored seed yet)."""
+    """Mean score of each job as its summary counts it: over the finished samples, a failed one
+    (or one without a score) counting 0 (absent: nothing finished yet)."""
     return dict(
-        SeedRun.objects.filter(job_id__in=job_ids, status=SeedStatus.SUCCEEDED, score__isnull=False)
+        SeedRun.objects.filter(job_id__in=job_ids, status__in=FINISHED)
         .values_list("job_id")
-        .annotate(mean=Avg("score"))
+        .annotate(mean=Avg(Coalesce("score", 0.0, output_field=FloatField())))
         .order_by()
     )
+
+
+FINISHED = (SeedStatus.SUCCEEDED, SeedStatus.FAILED)
 
 
 # --- result rows and the summary -------------------------------------------------------------
@@ -191,6 +197,7 @@ def seed_result_row(
     """One seed's row of GET /results (also in its trace document and on the dashboard)."""
     return {
         "seed": seed_run.seed,
+        "repeat": seed_run.repeat,
         "status": seed_run.status,
         **Scores.of(seed_run).as_fields(),
         "reward": seed_run.score,
@@ -202,6 +209,7 @@ def seed_result_row(
         "started_at": seed_run.started_at,
         "finished_at": seed_run.finished_at,
         **judge_fields(seed_run, judge),
+        "reused": seed_run.reused_from_id is not None,
     }
 
 
@@ -214,13 +222,24 @@ def outcome_objectives(seed_run: SeedRun) -> dict[str, Any] | None:
 
 def job_results(*, job: EvalJob) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(summary, per-seed rows) of the job, computed from its seed runs and LLM calls."""
+    rows = job_rows(job=job)
+    return summarize(job=job, rows=rows), rows
+
+
+def job_rows(*, job: EvalJob) -> list[dict[str, Any]]:
+    """The job's result rows, one per sample, by seed and repeat."""
     usage = seed_usage(job=job)
     judge = seed_usage(job=job, kind=CallKind.JUDGE)
-    rows = [
+    return [
         seed_result_row(sr, usage.get(sr.id), judge.get(sr.id))
-        for sr in SeedRun.objects.filter(job=job).order_by("seed")
+        for sr in SeedRun.objects.filter(job=job).order_by("seed", "repeat")
     ]
-    return summarize(job=job, rows=rows), rows
+
+
+def job_figures(*, job: EvalJob, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """jobs.stats' figures of the job's result rows (per-seed figures under `seeds`)."""
+    samples = (stats.Sample(r["seed"], r["repeat"], r["status"], r["score"]) for r in rows)
+    return stats.job_figures(samples, repeats=job.repeats, threshold=job.pass_threshold)
 
 
 def job_summary(job: EvalJob) -> dict[str, Any]:
@@ -235,15 +254,20 @@ def _percentile(sorted_values: list[float], q: float) -> float | None:
     return sorted_values[rank - 1]
 
 
-def summarize(*, job: EvalJob, rows: list[dict[str, Any]]) -> dict[str, Any]:
+def summarize(
+    *, job: EvalJob, rows: list[dict[str, Any]], figures: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The job's summary; `figures` when the caller computed `job_figures` of the rows already
+    (its per-seed `seeds` are left out of the summary)."""
     succeeded = [r for r in rows if r["status"] == SeedStatus.SUCCEEDED]
     scores = [r["score"] for r in succeeded if r["score"] is not None]
     latencies = sorted(r["latency_ms"] for r in succeeded if r["latency_ms"] is not None)
     unknown_cost = sum(1 for r in rows if r["cost_unknown"])
-    mean_score = statistics.fmean(scores) if scores else None
+    figures = dict(figures or job_figures(job=job, rows=rows))
+    figures.pop("seeds")
     return {
-        "mean_score": mean_score,
-        "mean_reward": mean_score,
+        **figures,
+        "mean_reward": figures["mean_score"],
         "std_score": statistics.pstdev(scores) if len(scores) > 1 else (0.0 if scores else None),
         "min_score": min(scores) if scores else None,
         "max_score": max(scores) if scores else None,

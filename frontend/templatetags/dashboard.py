@@ -72,3 +72,19 @@ def sort_link(context, key: str) -> str:
     current, descending = context["sort"], context["descending"]
     query["sort"] = f"-{key}" if key == current and not descending else key
     return "?" + query.urlencode()
+
+
+@register.filter
+def percent(value: float | None) -> str:
+    """A share as a percentage: 0.4567 -> 45.7%."""
+    return DASH if value is None else f"{100 * value:.1f}%"
+
+
+@register.filter
+def signed(value: float | None) -> str:
+    """A difference with its sign: +0.250, −0.100, 0.000."""
+    if value is None:
+        return DASH
+    if abs(value) < 1e-12:
+        return "0.000"
+    return f"+{value:.3f}" if value > 0 else f"−{-value:.3f}"

@@ -72,7 +72,7 @@ def _seed_copy(new: EvalJob, source: SeedRun, config) -> SeedRun:
     scores["verifier_score"] = None
     attempt = judged_attempt(source)
     seed_run = SeedRun.objects.create(
-        job=new, seed=source.seed, status=SeedStatus.SUCCEEDED, attempts=source.attempts,
+        job=new, seed=source.seed, repeat=source.repeat, status=SeedStatus.SUCCEEDED, attempts=source.attempts,
         metrics=source.metrics, task_trace=source.task_trace, latency_ms=source.latency_ms,
         started_at=source.started_at, finished_at=source.finished_at,
         task_app_score=task_app_score, judge_status=JudgeStatus.PENDING, judged_rollout=attempt,

@@ -42,7 +42,8 @@ def test_sdk_submit_and_poll_until_complete_get_per_seed_scores_and_errors(
     rows = {r["seed"]: r for r in out["seed_results"]}
     assert {s: rows[s]["score"] for s in (0, 1, 3)} == {s: score_of(s) for s in (0, 1, 3)}
     assert rows[2]["score"] is None and "HTTP 400" in rows[2]["error"]
-    assert out["mean_score"] == pytest.approx((score_of(0) + score_of(1) + score_of(3)) / 3)
+    # The failed seed counts 0 in the mean (README, "Figures").
+    assert out["mean_score"] == pytest.approx((score_of(0) + score_of(1) + score_of(3)) / 4)
     assert state.headers[0]["x-api-key"] == "task-key-123"
 
 

@@ -47,6 +47,26 @@ def run_sdk(backend: str, api_key: str, task_app: str, seeds: list[int], env_con
     }
 
 
+def run_sdk_read(
+    backend: str, api_key: str, job_id: str, seeds: list[int], env_config: dict
+) -> dict:
+    """0.4.4's SDK following a job made elsewhere (`sdk-read`: TASK_APP_URL is the job's id), as
+    one made with `repeats` (which 0.4.4 cannot ask for): poll it to the end, read the results."""
+    from synth_ai.sdk.api.eval import EvalJob
+
+    job = EvalJob.from_job_id(job_id, backend_url=backend, api_key=api_key)
+    result = job.poll_until_complete(timeout=120, interval=0.5)
+    return {
+        "status": result.status.value,
+        "succeeded": result.succeeded,
+        "mean_score": result.mean_score,
+        "num_completed": result.num_completed,
+        "num_total": result.num_total,
+        "seed_results": result.seed_results,
+        "results": job.get_results(),
+    }
+
+
 def run_cli(backend: str, api_key: str, task_app: str, seeds: list[int], env_config: dict) -> dict:
     from synth_ai.cli.commands.eval.config import EvalRunConfig
     from synth_ai.cli.commands.eval.runner import run_eval_via_backend
@@ -147,7 +167,13 @@ def run_sdk_0_7(
     return out
 
 
-MODES = {"sdk": run_sdk, "cli": run_cli, "cli-0.5": run_cli_0_5, "sdk-0.7": run_sdk_0_7}
+MODES = {
+    "sdk": run_sdk,
+    "sdk-read": run_sdk_read,
+    "cli": run_cli,
+    "cli-0.5": run_cli_0_5,
+    "sdk-0.7": run_sdk_0_7,
+}
 
 
 def main() -> None:

@@ -15,7 +15,11 @@ JSON objects have string keys):
   `tests/support/fake_openai.py`), then, with the tool's result, a call for the final answer;
 - `call_llm: "until_refused"`: chat completions one after another, up to 10, until one is not
   answered 200 (a rollout that keeps going until its rollout limit stops it);
-- `echo_secrets: true`: the `status_always` answers repeat the key and the inference URL.
+- `echo_secrets: true`: the `status_always` answers repeat the key and the inference URL;
+- `status_first: {"1": 2}`: answers 400 the first 2 times seed 1 is asked (over every job the
+  app serves), then succeeds: a seed that fails once and passes when rerun;
+- `scores: {"4": [1.0, 0.0]}` or `{"4": 0.9}`: the score of seed 4 on its 1st, 2nd, ... call
+  (the last one repeats), or on every call, instead of `score_of(4)`.
 
 It records every request and its own maximum number of rollouts in flight (`state`).
 """
@@ -90,6 +94,8 @@ def task_app_create(*, delay_s: float = 0.0) -> tuple[FastAPI, TaskAppState]:
                     echoed = f"key={request.headers.get('x-api-key')} url={body['policy']['config']['inference_url']}"
                     return PlainTextResponse(echoed, status_code=status)
                 return PlainTextResponse(f"seed {seed} always fails", status_code=status)
+            if calls <= int(config.get("status_first", {}).get(key, 0)):
+                return PlainTextResponse(f"seed {seed} fails this time", status_code=400)
             if calls <= int(config.get("fail_times", {}).get(key, 0)):
                 return PlainTextResponse("busy, try again", status_code=503)
             garbage = config.get("garbage", {}).get(key)
@@ -110,7 +116,7 @@ def task_app_create(*, delay_s: float = 0.0) -> tuple[FastAPI, TaskAppState]:
                         break
             elif config.get("call_llm"):
                 state.llm_answers.append(await _call_llm(body))
-            score = score_of(seed)
+            score = _score(seed, calls, config.get("scores", {}).get(key))
             field_name = config.get("score_field", "outcome_reward")
             metrics: dict[str, Any] = {
                 field_name: score,
@@ -132,6 +138,12 @@ def task_app_create(*, delay_s: float = 0.0) -> tuple[FastAPI, TaskAppState]:
                 state.in_flight -= 1
 
     return app, state
+
+
+def _score(seed: int, calls: int, scores: Any) -> float:
+    if isinstance(scores, list) and scores:
+        return float(scores[min(calls, len(scores)) - 1])
+    return score_of(seed) if scores is None else float(scores)
 
 
 async def _call_llm(body: dict[str, Any]) -> Any:
