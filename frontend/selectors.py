@@ -12,6 +12,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import F, QuerySet
 from django.utils import timezone
 
+from frontend import live
 from jobs import selectors as job_selectors
 from jobs.models import ApiKey, EvalJob, RolloutAttempt, SeedRun, SeedStatus
 from traces import totals
@@ -85,7 +86,12 @@ def job_progress_many(*, owner: AbstractBaseUser, job_ids: list[str]) -> dict[st
     jobs = list(EvalJob.objects.filter(owner=owner, pk__in=job_ids[:200]))
     figures = job_list_figures(jobs=jobs)
     return {
-        job.id: {"status": job.status, "terminal": job.is_terminal, **figures[job.id]["progress"]}
+        job.id: {
+            "status": job.status,
+            "terminal": job.is_terminal,
+            **figures[job.id]["progress"],
+            "figures": live.job_figure_texts(job=job, figures=figures[job.id]),
+        }
         for job in jobs
     }
 

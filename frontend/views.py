@@ -14,7 +14,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from frontend import charts
+from frontend import charts, live
 from frontend import selectors as dash
 from jobs import selectors, services
 from jobs.apikeys import api_key_create, api_key_revoke
@@ -87,11 +87,21 @@ def job_list(request: HttpRequest) -> HttpResponse:
     page_obj = page.get_page(request.GET.get("page"))
     jobs = list(page_obj.object_list)
     figures = dash.job_list_figures(jobs=jobs)
+    seqs = live.latest_event_seq(job_ids=[job.id for job in jobs])
     return render(
         request,
         "frontend/job_list.html",
         {
-            "rows": [{"job": job, **figures[job.id]} for job in jobs],
+            "rows": [
+                {
+                    "job": job,
+                    **figures[job.id],
+                    "texts": live.job_figure_texts(job=job, figures=figures[job.id]),
+                    "event_seq": seqs.get(job.id, 0),
+                }
+                for job in jobs
+            ],
+            "figure_help": live.FIGURE_HELP,
             "page_obj": page_obj,
             "status": status,
             "statuses": JobStatus.values,
@@ -153,6 +163,9 @@ def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
                 ),
             },
             "duration_s": dash.job_duration_s(job=job),
+            "event_seq": live.latest_event_seq(job_ids=[job.id]).get(job.id, 0),
+            "subtitle": [p for p in (job.app_id, job.env_name, job.policy.get("model")) if p],
+            "figure_help": live.FIGURE_HELP,
             "score_chart": charts.score_histogram(rows=rows),
             "cost_chart": charts.cost_per_seed(rows=rows),
             "seeds_page": seeds_page,

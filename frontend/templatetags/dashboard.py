@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from django import template
 
+from jobs.events import EventType
+
 register = template.Library()
 
 DASH = "—"
@@ -72,3 +74,10 @@ def sort_link(context, key: str) -> str:
     current, descending = context["sort"], context["descending"]
     query["sort"] = f"-{key}" if key == current and not descending else key
     return "?" + query.urlencode()
+
+
+@register.simple_tag
+def event_types() -> str:
+    """The job event types, for the pages' event-stream listeners (EventSource hears only the
+    event names it listens for)."""
+    return ",".join(EventType.values)
