@@ -15,7 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Avg, Count, Q, Sum
+from django.db.models import Avg, Count, Q, Sum, Value
+from django.db.models.functions import Coalesce, NullIf
 
 from jobs.models import EvalJob, SeedRun, SeedStatus
 from jobs.scores import Scores
@@ -224,3 +225,18 @@ def summarize(*, job: EvalJob, rows: list[dict[str, Any]]) -> dict[str, Any]:
         "latency_p50_ms": _percentile(latencies, 50),
         "latency_p95_ms": _percentile(latencies, 95),
     }
+
+
+def job_usage_by_model(*, job: EvalJob) -> dict[str, Usage]:
+    """Usage of the job's calls per model: the one that answered, else the one asked for."""
+    model = Coalesce(
+        NullIf("model_answered", Value("")), NullIf("model_requested", Value("")), Value("?")
+    )
+    rows = (
+        LLMCall.objects.filter(attempt__seed_run__job=job)
+        .annotate(model_name=model)
+        .values("model_name")
+        .annotate(**_AGGREGATES)
+        .order_by()
+    )
+    return {r.pop("model_name"): _usage(**r) for r in rows}

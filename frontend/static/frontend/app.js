@@ -37,7 +37,7 @@ async function getJSON(url) {
 // then fetches what it shows. Without a stream (no EventSource, a stream refused, too many jobs
 // on the page) it polls every POLL_MS instead; with one it still looks every SAFETY_MS.
 // `refresh` returns true when there is nothing more to follow, or a delay in ms to run again.
-const SAFETY_MS = 15000;
+const SAFETY_MS = 10000;
 const MAX_STREAMS = 3; // browsers open 6 connections per host: leave room for the fetches
 
 function follow(streams, refresh) {
@@ -180,6 +180,23 @@ document.addEventListener("DOMContentLoaded", () => {
     if (el.form && el.form.hasAttribute("data-autosubmit") && el.matches("select, input[type=checkbox]")) {
       el.form.requestSubmit();
     }
+  });
+  // Copy the text of an element (a raw request or answer); delegated, as sections are replaced.
+  document.addEventListener("click", async (e) => {
+    const btn = e.target.closest && e.target.closest("[data-copy-text]");
+    if (!btn) return;
+    const text = document.querySelector(btn.dataset.copyText).textContent;
+    try {
+      await navigator.clipboard.writeText(text);
+    } catch (err) {
+      const area = document.createElement("textarea");
+      area.value = text;
+      document.body.append(area);
+      area.select();
+      document.execCommand("copy");
+      area.remove();
+    }
+    btn.textContent = "Copied";
   });
   document.querySelectorAll("[data-copy]").forEach((btn) =>
     btn.addEventListener("click", async () => {
