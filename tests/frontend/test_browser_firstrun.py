@@ -4,14 +4,16 @@ API docs with no network, and the jobs list's figures moving live over the event
 from __future__ import annotations
 
 import io
+import json
 
 import pytest
 from django.core.management import call_command
 from playwright.sync_api import expect
 
+from jobs.models import SeedRun
 from tests.frontend import job_rows
 from tests.frontend.test_browser import JOB_TIMEOUT_MS, job_post, worker_start
-from tests.support.browser import orm_allowed, sign_in
+from tests.support.browser import orm_allowed, screenshot, sign_in
 from tests.support.servers import serve_asgi
 from tests.support.task_app import task_app_create
 
@@ -31,6 +33,7 @@ def test_sign_in_with_the_password_createuser_printed_shows_that_users_jobs(
 
     page.goto("/")
     expect(page.locator("#how-accounts")).to_contain_text("manage.py createuser NAME")
+    screenshot(page, "sign-in")
     sign_in(page, username="newcomer", password=password)
     expect(page.locator("header .who")).to_have_text("newcomer")
     expect(page.locator(f"tr[data-job-id='{mine.id}']")).to_be_visible()
@@ -84,3 +87,54 @@ def test_jobs_list_figures_change_live_over_the_event_stream(page, web_server, w
     expect(row).to_contain_text("(1 failed)")
     assert page.evaluate("window.__sameDocument") is True
     assert page.locator("body").get_attribute("data-live") == "sse"
+
+
+def test_failure_groups_filter_the_table_and_next_failure_keeps_the_filter(page, dashboard_user):
+    errors = {1: "task app answered HTTP 500: crashed", 4: "task app answered HTTP 500: again"}
+    errors[6] = "invalid RolloutResponse: body is not JSON: <html>"
+    with orm_allowed():
+        job = job_rows.job_make(owner=dashboard_user, seeds=list(range(8)))
+        job_rows.job_start(job=job)
+        for run in SeedRun.objects.filter(job=job).order_by("seed"):
+            job_rows.seed_complete(seed_run=run, score=0.5, error=errors.get(run.seed))
+        job_rows.job_finish(job=job)
+
+    sign_in(page, path=f"/jobs/{job.id}/")
+    groups = page.locator(".failure-groups a[data-error-class]")
+    expect(groups).to_have_count(2)
+    expect(groups.first).to_contain_text("2 task app answered HTTP 500")
+    groups.first.click()
+    rows = page.locator("table.seeds tbody tr")
+    expect(rows).to_have_count(2)
+    expect(rows.first).to_have_attribute("data-seed", "1")
+    expect(page.locator("[data-seed-count]")).to_contain_text("2 matching, of 8")
+    screenshot(page, "job-failures")
+
+    rows.first.locator("a").click()
+    expect(page.get_by_role("heading", name="Seed 1")).to_be_visible()
+    page.locator("[data-next-failure]").click()
+    expect(page.get_by_role("heading", name="Seed 4")).to_be_visible()
+    # Seed 6 failed too, but not with this error: the filter came along, so 4 is the last.
+    expect(page.locator("[data-next-failure]")).to_have_count(0)
+    expect(page.locator("a[rel='next']")).to_have_count(0)
+    page.locator("a[rel='prev']").click()
+    expect(page.get_by_role("heading", name="Seed 1")).to_be_visible()
+
+
+def test_the_raw_exchange_of_a_call_unfolds_and_copies(page, dashboard_user):
+    with orm_allowed():
+        job = job_rows.job_make(owner=dashboard_user, seeds=[3])
+        job_rows.job_run_all(job=job)
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    sign_in(page, path=f"/jobs/{job.id}/seeds/3/")
+    raw = page.locator("details.raw-exchange").first
+    request = raw.locator("pre.json").first
+    expect(request).to_be_hidden()
+    raw.locator("summary").click()
+    expect(request).to_be_visible()
+    assert json.loads(request.inner_text())["tools"][0]["function"]["name"] == "multiply"
+    screenshot(page, "seed-raw-exchange")
+    raw.get_by_role("button", name="Copy").first.click()
+    expect(raw.get_by_role("button", name="Copied")).to_have_count(1)
+    copied = page.evaluate("navigator.clipboard.readText()")
+    assert json.loads(copied)["messages"][0]["content"] == job_rows.SYSTEM
