@@ -156,8 +156,9 @@ def run(args: argparse.Namespace) -> int:
     manage(env, "migrate", "--noinput")
     manage(env, "collectstatic", "--noinput", "-v", "0")
     password, key = account_create(env)
+    worker_log = view.DATA_DIR / "demo-worker.log"
     supervisor = runall.Supervisor(
-        runall.commands(view), start=lambda argv: subprocess.Popen(argv, cwd=ROOT, env=env)
+        runall.commands(view), start=lambda argv: start_child(argv, env, worker_log)
     )
     stop = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stop.set())
@@ -171,8 +172,9 @@ def run(args: argparse.Namespace) -> int:
         print(banner(url, password, key, job_id, provider), flush=True)
         status = follow(client, job_id, supervisor)
         summary = client.get(f"/api/eval/jobs/{job_id}/results").json().get("summary", {})
-        print(f"demo job finished: {status['status']}; summary {summary}", flush=True)
-        print(f"demo ready: {url}/jobs/{job_id}/", flush=True)
+        print(finished(status["status"], summary), flush=True)
+        print(f"demo ready: {url}/jobs/{job_id}/  (user {USERNAME!r}, password {password})")
+        print(f"The worker's log: {worker_log}. Ctrl-C stops everything.", flush=True)
         while not (args.exit_when_done or stop.is_set() or supervisor.stopping):
             supervisor.check()
             time.sleep(0.2)
@@ -181,6 +183,27 @@ def run(args: argparse.Namespace) -> int:
         for server in helpers:
             server.should_exit = True
     return code
+
+
+def start_child(argv: list[str], env: dict[str, str], worker_log: Path) -> subprocess.Popen:
+    """The web process prints to the terminal (little: warnings); the worker's chatter goes to
+    a log file so the demo's own lines stay readable."""
+    if "celery" not in argv:
+        return subprocess.Popen(argv, cwd=ROOT, env=env)
+    worker_log.parent.mkdir(parents=True, exist_ok=True)
+    with open(worker_log, "ab") as log:
+        return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+def finished(status: str, summary: dict) -> str:
+    mean = summary.get("mean_score")
+    cost = summary.get("total_cost_usd")
+    return (
+        f"demo job {status}: {summary.get('num_successful')} seeds succeeded, "
+        f"{summary.get('num_failed')} failed; mean score of the succeeded seeds "
+        f"{'-' if mean is None else f'{mean:.3f}'}; {summary.get('total_tokens')} tokens, "
+        f"cost {'unknown' if cost is None else f'${cost:.4f}'}"
+    )
 
 
 def _healthy(client: httpx.Client) -> bool:
