@@ -13,7 +13,7 @@ from playwright.sync_api import expect
 from jobs.models import SeedRun
 from tests.frontend import job_rows
 from tests.frontend.test_browser import JOB_TIMEOUT_MS, job_post, worker_start
-from tests.support.browser import orm_allowed, screenshot, sign_in
+from tests.support.browser import DESKTOP, PHONE, orm_allowed, screenshot, sign_in
 from tests.support.servers import serve_asgi
 from tests.support.task_app import task_app_create
 
@@ -109,6 +109,12 @@ def test_failure_groups_filter_the_table_and_next_failure_keeps_the_filter(page,
     expect(rows.first).to_have_attribute("data-seed", "1")
     expect(page.locator("[data-seed-count]")).to_contain_text("2 matching, of 8")
     screenshot(page, "job-failures")
+    page.set_viewport_size(PHONE)  # the error stays on a phone, whole, within the screen
+    error = rows.first.locator("td.err")
+    expect(error).to_contain_text("task app answered HTTP 500: crashed")
+    box = error.bounding_box()
+    assert box["width"] > 0 and box["x"] + box["width"] <= PHONE["width"]
+    page.set_viewport_size(DESKTOP)
 
     rows.first.locator("a").click()
     expect(page.get_by_role("heading", name="Seed 1")).to_be_visible()
