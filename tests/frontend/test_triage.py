@@ -114,3 +114,14 @@ def test_the_job_page_breaks_calls_down_by_model_with_tokens_by_kind(web, job):
     assert row.group(1) == "gpt-4o-mini-2024-07-18"
     assert cells[1:6] == ["16", "2,320", "0", "272", "64"]
     assert cells[6] == "$0.003200"
+
+
+def test_pending_seeds_show_a_dash_not_zero_tokens_and_no_cost(web, django_user_model):
+    job = job_rows.job_make(owner=django_user_model.objects.get(username="alice"), seeds=[0, 1])
+    html = web.get(f"/jobs/{job.id}/").content.decode()
+    row = re.search(r'<tr class="seed-pending" data-seed="0">(.*?)</tr>', html, flags=re.S)
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", row.group(1))
+    assert cells[:4] == ["—"] * 4 and "$0" not in row.group(1)  # score, latency, tokens, cost
+    seed = web.get(f"/jobs/{job.id}/seeds/0/").content.decode()
+    assert '<span class="label">Tokens</span><span class="value">—</span>' in seed
+    assert "$0" not in seed
