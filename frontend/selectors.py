@@ -169,14 +169,6 @@ class AttemptView:
     error: str = ""
 
 
-def seed_neighbours(*, seed_run: SeedRun) -> tuple[int | None, int | None]:
-    """The seeds just before and after this one in the job, for prev/next links."""
-    runs = SeedRun.objects.filter(job_id=seed_run.job_id)
-    before = runs.filter(seed__lt=seed_run.seed).order_by("-seed").values_list("seed", flat=True)
-    after = runs.filter(seed__gt=seed_run.seed).order_by("seed").values_list("seed", flat=True)
-    return before.first(), after.first()
-
-
 def seed_attempts(*, seed_run: SeedRun, redactor: Redactor) -> list[AttemptView]:
     """Every attempt of the seed, oldest first, each with its conversation, redacted."""
     attempts = list(RolloutAttempt.objects.filter(seed_run=seed_run).order_by("number"))

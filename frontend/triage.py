@@ -16,6 +16,7 @@ from django.http import QueryDict
 
 from frontend import selectors as dash
 from jobs.models import EvalJob, SeedRun, SeedStatus
+from traces import totals
 from traces.models import LLMCall
 
 # The query-string keys of the seed table's filter and order; the seed page carries them on.
@@ -157,4 +158,24 @@ def neighbours(*, shown: list[dict[str, Any]], seed: int) -> Neighbours:
         next_failure=failure,
         position=i + 1,
         count=len(seeds),
+    )
+
+
+def seed_neighbours(*, job: EvalJob, seed: int, params: QueryDict) -> Neighbours:
+    """The seed page's neighbours in the table it came from. The plain table (every seed, in
+    seed order) is read with three small queries; a filtered or sorted one needs the job's
+    rows, as the table does."""
+    if any(params.get(key) for key in TABLE_KEYS):
+        rows = totals.job_results(job=job)[1]
+        query = TableQuery.from_query(params)
+        return neighbours(shown=rows_shown(job=job, rows=rows, query=query), seed=seed)
+    runs = SeedRun.objects.filter(job=job)
+    after = runs.filter(seed__gt=seed).order_by("seed").values_list("seed", flat=True)
+    return Neighbours(
+        previous=runs.filter(seed__lt=seed)
+        .order_by("-seed")
+        .values_list("seed", flat=True)
+        .first(),
+        next=after.first(),
+        next_failure=after.filter(status=SeedStatus.FAILED).first(),
     )

@@ -221,9 +221,7 @@ def seed_detail(request: HttpRequest, job_id: str, seed: int) -> HttpResponse:
     usage = totals.seed_usage(job=job, seed_run=seed_run).get(seed_run.id)
     redactor = job_redactor(job=job)
     attempts = dash.seed_attempts(seed_run=seed_run, redactor=redactor)
-    table = triage.TableQuery.from_query(request.GET)
-    rows = totals.job_results(job=job)[1]
-    around = triage.neighbours(shown=triage.rows_shown(job=job, rows=rows, query=table), seed=seed)
+    around = triage.seed_neighbours(job=job, seed=seed, params=request.GET)
     return render(
         request,
         "frontend/seed_detail.html",

@@ -125,3 +125,12 @@ def test_pending_seeds_show_a_dash_not_zero_tokens_and_no_cost(web, django_user_
     seed = web.get(f"/jobs/{job.id}/seeds/0/").content.decode()
     assert '<span class="label">Tokens</span><span class="value">—</span>' in seed
     assert "$0" not in seed
+
+
+def test_the_plain_table_walks_seed_order_and_the_next_failure_after_this_seed(web, job):
+    page = web.get(f"/jobs/{job.id}/seeds/3/").content.decode()
+    assert f'href="/jobs/{job.id}/seeds/2/" rel="prev"' in page
+    assert f'href="/jobs/{job.id}/seeds/4/" rel="next"' in page
+    assert f'href="/jobs/{job.id}/seeds/5/" data-next-failure' in page
+    last = web.get(f"/jobs/{job.id}/seeds/7/").content.decode()
+    assert 'rel="next"' not in last and "data-next-failure" not in last
