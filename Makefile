@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test lint format bench clean synth-venvs
+.PHONY: run demo test lint format bench clean synth-venvs
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,14 @@ run: $(VENV)/.installed-run
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py collectstatic --noinput -v 0
 	exec $(PY) -m evalhub.runall
+
+# The demo's example task app and fake provider need FastAPI and the OpenAI SDK (the `demo` extra).
+$(VENV)/.installed-demo: pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install -q -e '.[demo]'
+	touch $@ $(VENV)/.installed-run
+
+demo: $(VENV)/.installed-demo
+	exec $(PY) -m evalhub.demo $(DEMO_ARGS)
 
 test: $(VENV)/.installed-dev $(SYNTH_VENVS)
 	$(PY) manage.py makemigrations --check --dry-run

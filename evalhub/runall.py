@@ -38,7 +38,7 @@ def banner(settings) -> str:
         f"  dashboard:   {url}/\n"
         f"  API docs:    {url}/api/docs\n"
         f"  an API key:  .venv/bin/python manage.py createapikey YOUR_NAME\n"
-        f"  a dashboard login: .venv/bin/python manage.py createsuperuser\n"
+        f"  a dashboard login: .venv/bin/python manage.py createuser YOUR_NAME  (prints a password)\n"
         f"  data:        {settings.DATA_DIR}\n"
         "Ctrl-C stops everything.\n"
     )

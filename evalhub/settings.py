@@ -63,6 +63,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "evalhub",
     "jobs",
     "traces",
@@ -258,6 +259,8 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Eval jobs for LLM agents: submit, watch, read results, download traces.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # ReDoc from drf-spectacular-sidecar's static files, not a CDN: /api/docs works offline.
+    "REDOC_DIST": "SIDECAR",
 }
 
 # --- Misc -------------------------------------------------------------------------------------

@@ -13,6 +13,8 @@ PAD_LEFT = 58
 PAD_BOTTOM = 26
 PAD_TOP = 8
 MAX_BARS = 120
+# Height of the mark drawn for a failed seed whose cost is too small to show.
+FAILED_STUB_H = 3
 
 
 @dataclass
@@ -99,7 +101,9 @@ def cost_per_seed(*, rows: list[dict[str, Any]]) -> Chart:
     bar_w = plot_w / len(groups)
     bars = []
     for i, (g, v) in enumerate(zip(groups, values, strict=True)):
-        h = plot_h * v / top
+        failed = any(r["status"] == "failed" for r in g)
+        # A failed seed often cost nothing: a stub keeps it visible, as the legend promises.
+        h = max(plot_h * v / top, FAILED_STUB_H if failed else 0)
         seeds = f"seed {g[0]['seed']}" if len(g) == 1 else f"seeds {g[0]['seed']}-{g[-1]['seed']}"
         mean = "" if len(g) == 1 else " (mean)"
         bars.append(
@@ -108,8 +112,8 @@ def cost_per_seed(*, rows: list[dict[str, Any]]) -> Chart:
                 y=PAD_TOP + plot_h - h,
                 width=max(bar_w - (2 if bar_w > 4 else 0), 0.5),
                 height=h,
-                title=f"{seeds}: ${v:.6f}{mean}",
-                failed=any(r["status"] == "failed" for r in g),
+                title=f"{seeds}: ${v:.6f}{mean}{' (failed)' if failed else ''}",
+                failed=failed,
             )
         )
     every = math.ceil(len(groups) / 6)

@@ -12,6 +12,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import F, QuerySet
 from django.utils import timezone
 
+from frontend import live
 from jobs import selectors as job_selectors
 from jobs.models import ApiKey, EvalJob, RolloutAttempt, SeedRun, SeedStatus
 from traces import totals
@@ -86,7 +87,12 @@ def job_progress_many(*, owner: AbstractBaseUser, job_ids: list[str]) -> dict[st
     jobs = list(EvalJob.objects.filter(owner=owner, pk__in=job_ids[:200]))
     figures = job_list_figures(jobs=jobs)
     return {
-        job.id: {"status": job.status, "terminal": job.is_terminal, **figures[job.id]["progress"]}
+        job.id: {
+            "status": job.status,
+            "terminal": job.is_terminal,
+            **figures[job.id]["progress"],
+            "figures": live.job_figure_texts(job=job, figures=figures[job.id]),
+        }
         for job in jobs
     }
 
@@ -162,14 +168,6 @@ class AttemptView:
     attempt: RolloutAttempt
     steps: list[CallStep]
     error: str = ""
-
-
-def seed_neighbours(*, seed_run: SeedRun) -> tuple[int | None, int | None]:
-    """The seeds just before and after this one in the job, for prev/next links."""
-    runs = SeedRun.objects.filter(job_id=seed_run.job_id)
-    before = runs.filter(seed__lt=seed_run.seed).order_by("-seed").values_list("seed", flat=True)
-    after = runs.filter(seed__gt=seed_run.seed).order_by("seed").values_list("seed", flat=True)
-    return before.first(), after.first()
 
 
 def seed_attempts(*, seed_run: SeedRun, redactor: Redactor) -> list[AttemptView]:

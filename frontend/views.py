@@ -14,7 +14,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from frontend import charts
+from frontend import charts, exchange, live, triage
 from frontend import selectors as dash
 from jobs import selectors, services
 from jobs.apikeys import api_key_create, api_key_revoke
@@ -91,11 +91,21 @@ def job_list(request: HttpRequest) -> HttpResponse:
     page_obj = page.get_page(request.GET.get("page"))
     jobs = list(page_obj.object_list)
     figures = dash.job_list_figures(jobs=jobs)
+    seqs = live.latest_event_seq(job_ids=[job.id for job in jobs])
     return render(
         request,
         "frontend/job_list.html",
         {
-            "rows": [{"job": job, **figures[job.id]} for job in jobs],
+            "rows": [
+                {
+                    "job": job,
+                    **figures[job.id],
+                    "texts": live.job_figure_texts(job=job, figures=figures[job.id]),
+                    "event_seq": seqs.get(job.id, 0),
+                }
+                for job in jobs
+            ],
+            "figure_help": live.FIGURE_HELP,
             "page_obj": page_obj,
             "status": status,
             "search": search,
@@ -117,13 +127,6 @@ def job_list_progress(request: HttpRequest) -> JsonResponse:
 # --- a job ----------------------------------------------------------------------------------
 
 
-def _float_param(request: HttpRequest, name: str) -> float | None:
-    try:
-        return float(request.GET[name])
-    except (KeyError, ValueError):
-        return None
-
-
 @login_required
 @require_GET
 @never_cache
@@ -131,15 +134,8 @@ def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
     job = _owned_job(request, job_id)
     summary, rows = totals.job_results(job=job)
     progress = selectors.job_progress(job=job)
-    sort = request.GET.get("sort", "seed")
-    descending = sort.startswith("-")
-    sort = sort.lstrip("-")
-    table_filter = {
-        "failures_only": request.GET.get("failures") == "1",
-        "min_score": _float_param(request, "min_score"),
-        "max_score": _float_param(request, "max_score"),
-    }
-    shown = dash.seed_rows_filter(rows=rows, sort=sort, descending=descending, **table_filter)
+    table = triage.TableQuery.from_query(request.GET)
+    shown = triage.rows_shown(job=job, rows=rows, query=table)
     seeds_page = Paginator(shown, SEEDS_PER_PAGE).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
@@ -163,16 +159,22 @@ def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
                 ),
             },
             "duration_s": dash.job_duration_s(job=job),
+            "event_seq": live.latest_event_seq(job_ids=[job.id]).get(job.id, 0),
+            "subtitle": [p for p in (job.app_id, job.env_name, job.policy.get("model")) if p],
+            "figure_help": live.FIGURE_HELP,
             "score_chart": charts.score_histogram(rows=rows),
             "cost_chart": charts.cost_per_seed(rows=rows),
             "seeds_page": seeds_page,
             "num_shown": len(shown),
-            "sort": sort,
-            "descending": descending,
+            "sort": table.sort,
+            "descending": table.descending,
             "seed_columns": SEED_COLUMNS,
             "optional_columns": ("latency_ms", "tokens", "attempts"),
-            "table_filter": table_filter,
+            "table_filter": table.as_filter(),
+            "failure_groups": triage.failure_groups(rows),
+            "model_rows": exchange.model_breakdown(job=job),
             "query_without_page": query.urlencode(),
+            "seed_query": triage.carried_query(request.GET),
             # Re-rendering the results of a big job is not free: do it less often.
             "results_refresh_ms": 2000 if job.num_seeds <= 2000 else 15000,
             "nav": "jobs",
@@ -233,7 +235,8 @@ def seed_detail(request: HttpRequest, job_id: str, seed: int) -> HttpResponse:
         raise Http404("No such seed in this job.")
     usage = totals.seed_usage(job=job, seed_run=seed_run).get(seed_run.id)
     redactor = job_redactor(job=job)
-    previous_seed, next_seed = dash.seed_neighbours(seed_run=seed_run)
+    attempts = dash.seed_attempts(seed_run=seed_run, redactor=redactor)
+    around = triage.seed_neighbours(job=job, seed=seed, params=request.GET)
     return render(
         request,
         "frontend/seed_detail.html",
@@ -241,12 +244,13 @@ def seed_detail(request: HttpRequest, job_id: str, seed: int) -> HttpResponse:
             "job": job,
             "seed_run": seed_run,
             "row": totals.seed_result_row(seed_run, usage),
-            "attempts": dash.seed_attempts(seed_run=seed_run, redactor=redactor),
+            "attempts": attempts,
+            "raw_exchanges": exchange.raw_exchanges(attempts=attempts, redactor=redactor),
             "seed_error": redactor.text(seed_run.error or ""),
             "metrics_json": _redacted_json(seed_run.metrics, redactor),
             "task_trace_json": _redacted_json(seed_run.task_trace, redactor),
-            "previous_seed": previous_seed,
-            "next_seed": next_seed,
+            "around": around,
+            "seed_query": triage.carried_query(request.GET),
             "nav": "jobs",
         },
     )

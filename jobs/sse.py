@@ -73,7 +73,11 @@ async def job_events_stream(request: HttpRequest, job_id: str) -> HttpResponse:
 
 def _authenticate(request: HttpRequest):
     result = ApiKeyAuthentication().authenticate(request)
-    return result[0] if result else None
+    if result:
+        return result[0]
+    # The dashboard's pages listen with their session (a GET changes nothing: no CSRF).
+    user = getattr(request, "user", None)
+    return user if user is not None and user.is_authenticated else None
 
 
 def _since(request: HttpRequest) -> int | None:

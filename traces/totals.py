@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Avg, Count, FloatField, Q, Sum
-from django.db.models.functions import Coalesce
+from django.db.models import Avg, Count, FloatField, Q, Sum, Value
+from django.db.models.functions import Coalesce, NullIf
 
 from jobs import stats
 from jobs.models import EvalJob, SeedRun, SeedStatus
@@ -303,3 +303,18 @@ def judge_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "judge_total_tokens": sum(r["judge_tokens"] for r in rows),
         "judge_total_cost_usd": None if any(c is None for c in costs) else round(sum(costs), 10),
     }
+
+
+def job_usage_by_model(*, job: EvalJob) -> dict[str, Usage]:
+    """Usage of the job's calls per model: the one that answered, else the one asked for."""
+    model = Coalesce(
+        NullIf("model_answered", Value("")), NullIf("model_requested", Value("")), Value("?")
+    )
+    rows = (
+        LLMCall.objects.filter(attempt__seed_run__job=job)
+        .annotate(model_name=model)
+        .values("model_name")
+        .annotate(**_AGGREGATES)
+        .order_by()
+    )
+    return {r.pop("model_name"): _usage(**r) for r in rows}

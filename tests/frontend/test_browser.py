@@ -16,6 +16,7 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from jobs.apikeys import api_key_create_for_username
+from jobs.events import EventType, job_event_append
 from jobs.models import EvalJob, JobStatus, SeedRun
 from tests.frontend import job_rows
 from tests.frontend.conftest import PROVIDER_KEY
@@ -125,6 +126,12 @@ def test_jobs_list_shows_every_job_and_filters_by_status(page, dashboard_user):
     with orm_allowed():
         for seed_run in SeedRun.objects.filter(job=running, status="pending").order_by("seed")[:2]:
             job_rows.seed_complete(seed_run=seed_run, error="task app timed out")
+            # As a worker does: the job's event stream tells the page.
+            job_event_append(
+                job_id=running.id,
+                type=EventType.SEED_COMPLETED,
+                data={"seed": seed_run.seed, "seed_status": "failed"},
+            )
     expect(running_row.locator("[data-progress]")).to_have_attribute("aria-valuenow", "6")
     expect(running_row).to_contain_text("(2 failed)")
     assert page.evaluate("window.__sameDocument") is True

@@ -33,9 +33,15 @@ def test_no_scores_or_no_cost_gives_an_empty_chart():
 
 def test_cost_chart_has_a_bar_per_seed_in_seed_order_and_marks_failures():
     chart = charts.cost_per_seed(rows=[row(2, cost=0.2), row(1, cost=0.1, status="failed")])
-    assert [b.title for b in chart.bars] == ["seed 1: $0.100000", "seed 2: $0.200000"]
+    assert [b.title for b in chart.bars] == ["seed 1: $0.100000 (failed)", "seed 2: $0.200000"]
     assert chart.bars[0].failed and not chart.bars[1].failed and chart.has_failed
     assert chart.bars[1].height == 2 * chart.bars[0].height
+
+
+def test_a_failed_seed_that_cost_nothing_still_shows_as_the_legend_says():
+    chart = charts.cost_per_seed(rows=[row(0, cost=0.2), row(1, cost=0.0, status="failed")])
+    assert chart.has_failed and chart.bars[1].failed
+    assert chart.bars[1].height == charts.FAILED_STUB_H
 
 
 def test_a_big_job_groups_consecutive_seeds_into_at_most_max_bars():

@@ -1,4 +1,4 @@
-// evalhub dashboard: live progress, auto-submitting filters, confirmations, copy. No build step.
+// evalhub dashboard: live figures, auto-submitting filters, confirmations, copy. No build step.
 "use strict";
 
 const POLL_MS = 2000;
@@ -32,11 +32,75 @@ async function getJSON(url) {
   return r.json();
 }
 
-// The job page: poll the job's progress; when seeds finish, re-render the results section
-// from the server (same URL, same filters) without reloading the page.
+// Live updates. Each job's server-sent event stream (/api/eval/jobs/<id>/events/stream, the
+// one API clients use; the page's session signs it) says when something changed, and the page
+// then fetches what it shows. Without a stream (no EventSource, a stream refused, too many jobs
+// on the page) it polls every POLL_MS instead; with one it still looks every SAFETY_MS.
+// `refresh` returns true when there is nothing more to follow, or a delay in ms to run again.
+const SAFETY_MS = 10000;
+const MAX_STREAMS = 3; // browsers open 6 connections per host: leave room for the fetches
+
+function follow(streams, refresh) {
+  const types = (document.body.dataset.eventTypes || "").split(",").filter(Boolean);
+  const sources = [];
+  let timer = null, busy = false, again = false, done = false, polling = false;
+  function schedule(ms) {
+    if (done) return;
+    clearTimeout(timer);
+    timer = setTimeout(run, ms);
+  }
+  async function run() {
+    if (busy) { again = true; return; }
+    busy = true;
+    let next;
+    try { next = await refresh(); } catch (e) { next = undefined; }
+    busy = false;
+    if (next === true) {
+      done = true;
+      clearTimeout(timer);
+      sources.forEach((es) => es.close());
+      return;
+    }
+    if (typeof next === "number") schedule(next);
+    else if (again) schedule(200);
+    else schedule(polling ? POLL_MS : SAFETY_MS);
+    again = false;
+  }
+  function fallBack() {
+    if (polling) return;
+    polling = true;
+    document.body.dataset.live = "poll";
+    schedule(POLL_MS);
+  }
+  if (!window.EventSource || !streams.length || streams.length > MAX_STREAMS) {
+    fallBack();
+    return;
+  }
+  for (const s of streams) {
+    const es = new EventSource(s.url + "?since_seq=" + encodeURIComponent(s.since || 0));
+    sources.push(es);
+    types.forEach((t) => es.addEventListener(t, () => schedule(150)));
+    es.addEventListener("sse.stream.ended", () => { es.close(); schedule(0); });
+    es.onopen = () => { if (!polling) document.body.dataset.live = "sse"; };
+    es.onerror = () => { if (es.readyState === EventSource.CLOSED) fallBack(); };
+  }
+  schedule(SAFETY_MS);
+}
+
+// Every element marked data-figure="name" inside `scope` shows figures[name].
+function setFigures(scope, figures) {
+  if (!scope || !figures) return;
+  scope.querySelectorAll("[data-figure]").forEach((el) => {
+    const text = figures[el.dataset.figure];
+    if (text !== undefined && el.textContent !== text) el.textContent = text;
+  });
+}
+
+// The job page: on each change, the progress (a small JSON) at once, and the results section
+// (every figure, chart and the seed table) re-rendered by the server, at most every refreshMs.
 function watchJob(root) {
   let last = null;
-  let refreshedAt = Date.now();
+  let refreshedAt = 0;
   const refreshMs = Number(root.dataset.refreshMs || POLL_MS);
   async function refreshResults() {
     const r = await fetch(window.location.href, { credentials: "same-origin" });
@@ -46,15 +110,10 @@ function watchJob(root) {
       const fresh = doc.getElementById(old.id);
       if (fresh) old.replaceWith(fresh);
     });
+    refreshedAt = Date.now();
   }
-  async function tick() {
-    let p;
-    try {
-      p = await getJSON(root.dataset.progressUrl);
-    } catch (e) {
-      setTimeout(tick, POLL_MS * 2);
-      return;
-    }
+  async function refresh() {
+    const p = await getJSON(root.dataset.progressUrl);
     setProgress(document.querySelector("[data-progress]"), p);
     setBadge(root.querySelector("[data-status-badge]"), p.status);
     for (const k of ["succeeded", "failed", "running", "pending", "cancelled"]) {
@@ -62,47 +121,47 @@ function watchJob(root) {
       if (el) el.textContent = p[k];
     }
     const key = p.status + ":" + p.completed + ":" + p.running;
-    const due = p.terminal || Date.now() - refreshedAt >= refreshMs;
-    if (last !== null && key !== last && due) {
+    if (key !== last) {
+      const wait = refreshMs - (Date.now() - refreshedAt);
+      if (!p.terminal && wait > 0) return wait; // the same change, a little later
       await refreshResults();
-      refreshedAt = Date.now();
-      last = key;
-    } else if (last === null) {
       last = key;
     }
     if (p.terminal) {
       document.querySelectorAll("[data-hide-when-terminal]").forEach((el) => el.remove());
       root.dataset.terminal = "1";
-      return;
+      return true;
     }
-    setTimeout(tick, POLL_MS);
   }
-  if (root.dataset.terminal !== "1") setTimeout(tick, POLL_MS);
+  if (root.dataset.terminal === "1") return;
+  last = null;
+  refreshedAt = Date.now();
+  follow([{ url: root.dataset.stream, since: root.dataset.eventSeq }], refresh);
 }
 
-// The jobs list: poll the bars of the jobs on this page that are still going.
+// The jobs list: the bars and figures of the jobs on this page that are still going.
 function watchJobList(table) {
-  async function tick() {
-    const rows = [...table.querySelectorAll("tr[data-job-id]")].filter(
-      (tr) => !["completed", "failed", "cancelled"].includes(tr.dataset.status)
-    );
-    if (!rows.length) return;
-    const url = table.dataset.liveJobs + "?ids=" + rows.map((tr) => encodeURIComponent(tr.dataset.jobId)).join(",");
-    try {
-      const data = await getJSON(url);
-      for (const tr of rows) {
-        const p = data.jobs[tr.dataset.jobId];
-        if (!p) continue;
-        setProgress(tr.querySelector("[data-progress]"), p);
-        setBadge(tr.querySelector("[data-status-badge]"), p.status);
-        tr.dataset.status = p.status;
-      }
-    } catch (e) {
-      /* try again on the next tick */
+  const live = () => [...table.querySelectorAll("tr[data-job-id]")].filter(
+    (tr) => !["completed", "failed", "cancelled"].includes(tr.dataset.status)
+  );
+  const rows = live();
+  if (!rows.length) return;
+  async function refresh() {
+    const going = live();
+    if (!going.length) return true;
+    const url = table.dataset.liveJobs + "?ids=" + going.map((tr) => encodeURIComponent(tr.dataset.jobId)).join(",");
+    const data = await getJSON(url);
+    for (const tr of going) {
+      const p = data.jobs[tr.dataset.jobId];
+      if (!p) continue;
+      setProgress(tr.querySelector("[data-progress]"), p);
+      setBadge(tr.querySelector("[data-status-badge]"), p.status);
+      setFigures(tr, p.figures);
+      tr.dataset.status = p.status;
     }
-    setTimeout(tick, POLL_MS);
+    return live().length ? undefined : true;
   }
-  setTimeout(tick, POLL_MS);
+  follow(rows.map((tr) => ({ url: tr.dataset.stream, since: tr.dataset.eventSeq })), refresh);
 }
 
 document.addEventListener("DOMContentLoaded", () => {
@@ -121,6 +180,23 @@ document.addEventListener("DOMContentLoaded", () => {
     if (el.form && el.form.hasAttribute("data-autosubmit") && el.matches("select, input[type=checkbox]")) {
       el.form.requestSubmit();
     }
+  });
+  // Copy the text of an element (a raw request or answer); delegated, as sections are replaced.
+  document.addEventListener("click", async (e) => {
+    const btn = e.target.closest && e.target.closest("[data-copy-text]");
+    if (!btn) return;
+    const text = document.querySelector(btn.dataset.copyText).textContent;
+    try {
+      await navigator.clipboard.writeText(text);
+    } catch (err) {
+      const area = document.createElement("textarea");
+      area.value = text;
+      document.body.append(area);
+      area.select();
+      document.execCommand("copy");
+      area.remove();
+    }
+    btn.textContent = "Copied";
   });
   document.querySelectorAll("[data-copy]").forEach((btn) =>
     btn.addEventListener("click", async () => {
