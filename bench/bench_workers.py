@@ -80,7 +80,7 @@ def run_job(*, workers: int, task_url: str, seeds: int, max_concurrent: int) -> 
         procs.append(ChildProcess(f"bench-worker-{n}", [
             sys.executable, "-m", "celery", "-A", "evalhub", "worker",
             "-Q", os.environ["EVALHUB_CELERY_QUEUE"], "-n", f"bench{n}-{uuid.uuid4().hex[:6]}@%h",
-            "--pool", "threads", "--concurrency", "2", "--loglevel", "WARNING",
+            "--pool", "threads", "--concurrency", "2", "--loglevel", "INFO",
             "--without-gossip", "--without-mingle", "--without-heartbeat"], env))  # fmt: skip
     try:
         for proc in procs:

@@ -19,12 +19,12 @@ from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from evalhub import crypto
+from jobs.bulk import seed_runs_insert
 from jobs.dispatch import job_dispatch
 from jobs.events import EventType, job_event_append
 from jobs.models import AttemptStatus, EvalJob, JobStatus, RolloutAttempt, SeedRun, SeedStatus
 from jobs.taskapp import CONNECTION_ERROR_PREFIX
 
-SEED_RUN_BATCH = 2000
 CANCEL_TRIES = 5
 
 
@@ -107,9 +107,7 @@ def _job_create(owner, spec: JobSpec, idempotency_key: str, fingerprint: str) ->
             max_tokens=spec.max_tokens,
             num_seeds=len(spec.seeds),
         )
-        SeedRun.objects.bulk_create(
-            (SeedRun(job=job, seed=seed) for seed in spec.seeds), batch_size=SEED_RUN_BATCH
-        )
+        seed_runs_insert(job=job, seeds=spec.seeds)  # jobs.bulk: 100,000 rows in seconds
         job_event_append(
             job_id=job.id, type=EventType.JOB_CREATED, data={"num_seeds": len(spec.seeds)}
         )

@@ -74,17 +74,20 @@ def test_workers_killed_and_started_again_leave_exactly_one_result_per_seed(
     rng = random.Random(17)
     env = {**FAST, "EVALHUB_LEASE_S": "2", "EVALHUB_ROLLOUT_MAX_ATTEMPTS": "2",
            "EVALHUB_REDISPATCH_INTERVAL_S": "0.5"}  # fmt: skip
-    seeds = list(range(150))
-    app, state = task_app_create(delay_s=0.2)
+    seeds = list(range(300))
+    app, state = task_app_create(delay_s=0.3)
+    kills = 0
     with serve_asgi(app) as url:
         worker_factory(concurrency=2, beat=True, name="beat-worker", **env)  # never killed
         workers = [worker_factory(concurrency=2, name=f"w{n}", **env) for n in range(3)]
         job_id = job_create(client_alice, url, seeds=seeds, max_concurrent=12)
         for n in range(4):
-            wait_until(lambda: state.in_flight >= 2, timeout=30, what="rollouts in flight")
             time.sleep(rng.uniform(0.2, 1.0))
+            if EvalJob.objects.get(pk=job_id).is_terminal:
+                break
             index = rng.randrange(len(workers))
             workers[index].kill()
+            kills += 1
             workers[index] = worker_factory(concurrency=2, name=f"w{index}-{n}", **env)
         job = job_wait(job_id, timeout=180)
     assert job.status == "completed"
@@ -97,4 +100,5 @@ def test_workers_killed_and_started_again_leave_exactly_one_result_per_seed(
     assert sorted(e.data["seed"] for e in events) == seeds
     assert not RolloutAttempt.objects.filter(seed_run__job_id=job_id, status="running").exists()
     assert all(r.failures == 0 for r in runs.values())
+    assert kills >= 2
     assert len(_worker_pids(job_id)) >= 3
