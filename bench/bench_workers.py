@@ -74,7 +74,8 @@ def run_job(*, workers: int, task_url: str, seeds: int, max_concurrent: int) -> 
     from jobs.models import EvalJob, SeedRun
     from tests.support.servers import ChildProcess, wait_until
 
-    env = dict(os.environ, EVALHUB_JOB_FANOUT=str(workers))
+    # One message per job (no fan-out): the other workers join by themselves (jobs.sharing).
+    env = dict(os.environ, EVALHUB_JOB_FANOUT="1")
     procs = []
     for n in range(workers):
         procs.append(ChildProcess(f"bench-worker-{n}", [
