@@ -53,6 +53,19 @@ test: $(VENV)/.installed-dev $(SYNTH_VENVS)
 	$(PY) manage.py makemigrations --check --dry-run
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+# The peers the benchmark compares evalhub with (LiteLLM's proxy, pinned) and py-spy, in a
+# virtualenv of their own so the runtime install stays lean; rebuilt when the list changes.
+.venv-bench/.installed: bench/requirements-peers.txt
+	rm -rf .venv-bench
+	$(PYTHON) -m venv .venv-bench
+	.venv-bench/bin/python -m pip install -q --disable-pip-version-check -r $<
+	touch $@
+
+# One table, every figure beside its baseline measured in the same run (bench/run_all.py).
+# BENCH_ARGS=--quick checks that it works in a few minutes (its figures are noise).
+bench: $(VENV)/.installed-dev .venv-bench/.installed
+	$(PY) bench/run_all.py $(BENCH_ARGS)
+
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
@@ -62,4 +75,4 @@ format: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) .venv-synth var
+	rm -rf $(VENV) .venv-synth .venv-bench var

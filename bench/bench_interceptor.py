@@ -2,10 +2,13 @@
 
 Starts the fake OpenAI upstream and evalhub's web process (uvicorn, one worker) as separate
 processes on loopback ports, with a fresh SQLite database in a temporary directory, then, in
-the same run, times calls made directly to the upstream and through the interceptor, at 1 and 32
-concurrent callers, plain and streaming. Rounds alternate direct/interceptor so drift hits both.
+the same run, times calls made directly to the upstream and through the interceptor, at 1,
+8 and 32 concurrent callers, plain and streaming, and the same through a bare pass-through proxy
+(`bench/bare_proxy.py`, the Python floor) and, with `--litellm`, LiteLLM's proxy (from the side
+virtualenv `make bench` builds). Rounds alternate the sides so drift hits them all.
 
-    .venv/bin/python bench/bench_interceptor.py [--calls 2000] [--rounds 4]
+    .venv/bin/python bench/bench_interceptor.py [--calls 2000] [--rounds 4] \\
+        [--litellm .venv-bench/bin/litellm] [--json out.json]
 
 Also prints Django's own floor: a request through Django's machinery (a 404 under /api/) against
 the same through the lean interceptor handler (an unknown route), to show why the interceptor is
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import shutil
 import subprocess
@@ -143,12 +147,92 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered)) - 1))]
 
 
+LITELLM_CONFIG = """model_list:
+  - model_name: gpt-4o-mini
+    litellm_params:
+      model: openai/gpt-4o-mini
+      api_base: {upstream}
+      api_key: sk-bench
+litellm_settings:
+  drop_params: true
+  telemetry: false
+"""
+
+
+def start_litellm(litellm: str, upstream: str, tmp: str) -> tuple[subprocess.Popen, str]:
+    """LiteLLM's proxy (from the side virtualenv) over the same upstream; (process, URL)."""
+    config = Path(tmp) / "litellm.yaml"
+    config.write_text(LITELLM_CONFIG.format(upstream=upstream))
+    port = free_port()
+    env = dict(
+        os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True", LITELLM_LOG="ERROR",
+        LITELLM_TELEMETRY="False", DISABLE_SCHEMA_UPDATE="True",
+    )  # fmt: skip
+    env.pop("DATABASE_URL", None)
+    proc = subprocess.Popen(
+        [litellm, "--config", str(config), "--host", "127.0.0.1", "--port", str(port),
+         "--num_workers", "1"],
+        cwd=tmp, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def scenario(
+    urls: dict[str, str],
+    pids: dict[str, int],
+    *,
+    concurrency: int,
+    stream: bool,
+    calls: int,
+    rounds: int,
+) -> dict:
+    """One scenario: every side in turn, `rounds` times; percentiles and CPU per call."""
+    times: dict[str, list[float]] = {name: [] for name in urls}
+    cpu = dict.fromkeys(urls, 0.0)
+    per_round = max(concurrency, calls // rounds)
+    for _ in range(rounds):
+        for name, url in urls.items():
+            before = cpu_ms(pids[name]) if name in pids else 0.0
+            times[name] += asyncio.run(
+                batch(url, calls=per_round, concurrency=concurrency, stream=stream)
+            )
+            if name in pids:
+                time.sleep(0.2)  # let evalhub's writer thread finish the round's records
+                cpu[name] += cpu_ms(pids[name]) - before
+    d50, d99 = pct(times["direct"], 50), pct(times["direct"], 99)
+    out = {"concurrency": concurrency, "stream": stream, "direct_p50": d50, "direct_p99": d99}
+    for name, values in times.items():
+        if name == "direct":
+            continue
+        out[name] = {
+            "p50": pct(values, 50), "p99": pct(values, 99),
+            "added_p50": pct(values, 50) - d50, "added_p99": pct(values, 99) - d99,
+            "cpu_ms_per_call": cpu[name] / len(values) if name in pids else None,
+        }  # fmt: skip
+    return out
+
+
+def print_row(row: dict) -> None:
+    name = f"{row['concurrency']} caller{'s' if row['concurrency'] > 1 else ''}, " + (
+        "stream" if row["stream"] else "plain"
+    )
+    cells = [f"{name:<20}", f"direct {row['direct_p50']:.2f}/{row['direct_p99']:.2f}"]
+    for side in ("evalhub", "bare", "litellm"):
+        if side in row:
+            r = row[side]
+            cpu = f" cpu {r['cpu_ms_per_call']:.2f}" if r["cpu_ms_per_call"] is not None else ""
+            cells.append(f"{side} +{r['added_p50']:.2f}/+{r['added_p99']:.2f}{cpu}")
+    print("  ".join(cells), flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--calls", type=int, default=2000, help="calls per scenario and side")
     parser.add_argument("--rounds", type=int, default=4, help="alternating rounds per scenario")
-    parser.add_argument("--concurrency", type=int, nargs="*", default=[1, 32])
+    parser.add_argument("--concurrency", type=int, nargs="*", default=[1, 8, 32])
     parser.add_argument("--modes", nargs="*", default=["plain", "stream"])
+    parser.add_argument("--litellm", help="the `litellm` executable: also measure its proxy")
+    parser.add_argument("--json", help="write the figures to this file")
     args = parser.parse_args()
 
     tmp = tempfile.mkdtemp(prefix="evalhub-interceptor-bench-")
@@ -157,80 +241,60 @@ def main() -> None:
     token = setup_attempt()
 
     fake_port, web_port, bare_port = free_port(), free_port(), free_port()
+    upstream = f"http://127.0.0.1:{fake_port}/v1"
     uvicorn = [sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--log-level", "warning"]
     fake = subprocess.Popen(
         [*uvicorn, "--port", str(fake_port), "tests.support.fake_openai:app"], cwd=ROOT
     )
-    env = dict(
-        os.environ,
-        OPENAI_BASE_URL=f"http://127.0.0.1:{fake_port}/v1",
-        OPENAI_API_KEY="sk-bench",
-        PORT=str(web_port),
-        LOG_LEVEL="ERROR",
-    )
+    env = dict(os.environ, OPENAI_BASE_URL=upstream, OPENAI_API_KEY="sk-bench",
+               PORT=str(web_port), LOG_LEVEL="ERROR")  # fmt: skip
     web = subprocess.Popen(
         [*uvicorn, "--port", str(web_port), "evalhub.asgi:application"], cwd=ROOT, env=env
     )
     bare = subprocess.Popen(
         [*uvicorn, "--port", str(bare_port), "bench.bare_proxy:app"],
-        cwd=ROOT,
-        env=dict(os.environ, UPSTREAM=f"http://127.0.0.1:{fake_port}/v1"),
-    )
+        cwd=ROOT, env=dict(os.environ, UPSTREAM=upstream),
+    )  # fmt: skip
+    procs = [web, bare, fake]
+    urls = {
+        "direct": f"{upstream}/chat/completions",
+        "evalhub": f"http://127.0.0.1:{web_port}/api/interceptor/v1/{token}/chat/completions",
+        "bare": f"http://127.0.0.1:{bare_port}/chat/completions",
+    }
+    pids = {"evalhub": web.pid, "bare": bare.pid}
     try:
-        wait_up(f"http://127.0.0.1:{fake_port}/v1/models", fake)
+        wait_up(f"{upstream}/models", fake)
         wait_up(f"http://127.0.0.1:{web_port}/healthz", web)
-        direct = f"http://127.0.0.1:{fake_port}/v1/chat/completions"
-        through = f"http://127.0.0.1:{web_port}/api/interceptor/v1/{token}/chat/completions"
-        bare_url = f"http://127.0.0.1:{bare_port}/chat/completions"
-
-        print(f"{'scenario':<24}{'direct p50':>11}{'p99':>8}{'via p50':>9}{'p99':>8}"
-              f"{'added p50':>11}{'added p99':>11}{'bare proxy added p50':>22}{'p99':>8}"
-              f"{'CPU/call':>10}{'bare CPU':>10}  (ms)")  # fmt: skip
-        per_round = max(1, args.calls // args.rounds)
+        if args.litellm:
+            litellm, base = start_litellm(args.litellm, upstream, tmp)
+            procs.insert(0, litellm)
+            wait_up(f"{base}/health/liveliness", litellm)
+            urls["litellm"] = f"{base}/chat/completions"
+            pids["litellm"] = litellm.pid
+        rows = []
         for concurrency in args.concurrency:
             for stream in [m == "stream" for m in args.modes]:
-                d: list[float] = []
-                v: list[float] = []
-                b: list[float] = []
-                cpu = {"via": 0.0, "bare": 0.0}
-                for _ in range(args.rounds):
-                    d += asyncio.run(
-                        batch(direct, calls=per_round, concurrency=concurrency, stream=stream)
-                    )
-                    before = cpu_ms(web.pid)
-                    v += asyncio.run(
-                        batch(through, calls=per_round, concurrency=concurrency, stream=stream)
-                    )
-                    time.sleep(0.2)  # let the writer thread finish the round's records
-                    cpu["via"] += cpu_ms(web.pid) - before
-                    before = cpu_ms(bare.pid)
-                    b += asyncio.run(
-                        batch(bare_url, calls=per_round, concurrency=concurrency, stream=stream)
-                    )
-                    cpu["bare"] += cpu_ms(bare.pid) - before
-                name = f"{concurrency} caller{'s' if concurrency > 1 else ''}, " + (
-                    "stream" if stream else "plain"
-                )
-                dp50, dp99, vp50, vp99 = pct(d, 50), pct(d, 99), pct(v, 50), pct(v, 99)
-                print(
-                    f"{name:<24}{dp50:>11.2f}{dp99:>8.2f}{vp50:>9.2f}{vp99:>8.2f}"
-                    f"{vp50 - dp50:>11.2f}{vp99 - dp99:>11.2f}"
-                    f"{pct(b, 50) - dp50:>22.2f}{pct(b, 99) - dp99:>8.2f}"
-                    f"{cpu['via'] / len(v):>10.2f}{cpu['bare'] / len(b):>10.2f}"
-                )
-
-        django_404 = asyncio.run(simple_get(f"http://127.0.0.1:{web_port}/api/no-such-thing", 1000))
+                row = scenario(urls, pids, concurrency=concurrency, stream=stream,
+                               calls=args.calls, rounds=args.rounds)  # fmt: skip
+                print_row(row)
+                rows.append(row)
+        django_404 = asyncio.run(simple_get(f"http://127.0.0.1:{web_port}/api/no-such-thing", 500))
         lean_404 = asyncio.run(
-            simple_get(f"http://127.0.0.1:{web_port}/api/interceptor/v1/x/no-such-thing", 1000)
+            simple_get(f"http://127.0.0.1:{web_port}/api/interceptor/v1/x/no-such-thing", 500)
         )
         print(
             f"floor, 1 caller, a 404: through Django p50 {pct(django_404, 50):.2f} ms, "
             f"through the lean handler p50 {pct(lean_404, 50):.2f} ms"
         )
+        if args.json:
+            Path(args.json).write_text(json.dumps({"scenarios": rows}, indent=2))
     finally:
-        for proc in (web, bare, fake):
+        for proc in procs:
             proc.terminate()
-            proc.wait(timeout=15)
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
         shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -1,7 +1,7 @@
 """Download the traces zip of a 10,000-seed job (5 LLM calls per seed) from a real uvicorn
 process and report the serving process's peak memory (VmHWM) and the time taken.
 
-    .venv/bin/python bench/bench_traces_zip.py [--seeds 10000] [--calls 5] [--storage local|s3]
+    .venv/bin/python bench/bench_traces_zip.py [--seeds 10000] [--calls 5] [--storage local|s3] [--json out.json]
 
 Runs in a throw-away data directory (SQLite, local files); `--storage s3` serves storage from an
 S3-compatible server (moto) on a loopback port through the real S3Storage backend. Two
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import secrets
 import shutil
@@ -35,12 +36,68 @@ def vm_kib(pid: int, field: str) -> int:
     raise RuntimeError(f"{field} not in /proc/{pid}/status")
 
 
+def create_job(*, owner, seeds: int, calls: int):
+    """A completed job of `seeds` seeds with `calls` LLM calls each (tool calls, reasoning,
+    logprobs), written straight into the database."""
+
+    from django.utils import timezone
+
+    from evalhub import crypto
+    from jobs.models import EvalJob, RolloutAttempt, SeedRun
+    from tests.support.trace_rows import TASK_APP_KEY, _request, _response
+    from traces.models import LLMCall
+
+    now = timezone.now()
+    job = EvalJob.objects.create(
+        owner=owner, status="completed",
+        task_app_url="http://127.0.0.1:9", task_app_api_key_encrypted=crypto.encrypt(TASK_APP_KEY),
+        policy={"model": "gpt-4o-mini"}, num_seeds=seeds, completed_at=now,
+    )  # fmt: skip
+    batch = 1000
+    for start in range(0, seeds, batch):
+        chunk = range(start, min(start + batch, seeds))
+        runs = SeedRun.objects.bulk_create(
+            SeedRun(
+                job=job, seed=s, status="succeeded", attempts=1, score=1.0, outcome_score=1.0,
+                latency_ms=900.0, metrics={"outcome_reward": 1.0, "details": {"answer": str(s)}},
+                task_trace={"events": [{"type": "step", "reward": 1.0}]},
+                started_at=now - timedelta(minutes=2), finished_at=now,
+            )
+            for s in chunk
+        )  # fmt: skip
+        attempts = RolloutAttempt.objects.bulk_create(
+            RolloutAttempt(
+                seed_run=r, number=1, run_id=f"run-{r.seed}-{secrets.token_hex(4)}",
+                token_hash=hashlib.sha256(secrets.token_bytes(16)).hexdigest(),
+                status="succeeded", http_status=200, started_at=now, finished_at=now,
+                latency_ms=800.0,
+            )
+            for r in runs
+        )  # fmt: skip
+        LLMCall.objects.bulk_create(
+            LLMCall(
+                attempt=a, seq=q, model_requested="gpt-4o-mini",
+                model_answered="gpt-4o-mini-2024-07-18",
+                request=_request(a.seed_run.seed, q, "http://127.0.0.1/api/interceptor/v1/tok"),
+                response=_response(a.seed_run.seed, q, q == calls),
+                prompt_tokens=130, completion_tokens=30, total_tokens=160, cached_tokens=64,
+                reasoning_tokens=12, cost_usd=0.00004, http_status=200, started_at=now,
+                ttft_ms=80.0, latency_ms=400.0,
+            )
+            for a in attempts
+            for q in range(1, calls + 1)
+        )  # fmt: skip
+    return job
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seeds", type=int, default=10_000)
     parser.add_argument("--calls", type=int, default=5)
     parser.add_argument("--storage", choices=["local", "s3"], default="local")
+    parser.add_argument("--json", help="write the figures to this file")
     args = parser.parse_args()
+    figures: dict = {"seeds": args.seeds, "calls": args.calls, "storage": args.storage}
 
     data_dir = tempfile.mkdtemp(prefix="evalhub-bench-")
     os.environ["EVALHUB_DATA_DIR"] = data_dir
@@ -70,59 +127,17 @@ def main() -> None:
 
     import httpx
     from django.core.management import call_command
-    from django.utils import timezone
 
-    from evalhub import crypto
     from jobs.apikeys import api_key_create_for_username
-    from jobs.models import EvalJob, RolloutAttempt, SeedRun
     from tests.support.servers import free_port, wait_until
-    from tests.support.trace_rows import TASK_APP_KEY, _request, _response
-    from traces.models import LLMCall
 
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # moto's request log
     call_command("migrate", verbosity=0)
     api_key, key = api_key_create_for_username(username="bench")
     t0 = time.monotonic()
-    now = timezone.now()
-    job = EvalJob.objects.create(
-        owner=api_key.user, status="completed",
-        task_app_url="http://127.0.0.1:9", task_app_api_key_encrypted=crypto.encrypt(TASK_APP_KEY),
-        policy={"model": "gpt-4o-mini"}, num_seeds=args.seeds, completed_at=now,
-    )  # fmt: skip
-    batch = 1000
-    for start in range(0, args.seeds, batch):
-        seeds = range(start, min(start + batch, args.seeds))
-        runs = SeedRun.objects.bulk_create(
-            SeedRun(
-                job=job, seed=s, status="succeeded", attempts=1, score=1.0, outcome_score=1.0,
-                latency_ms=900.0, metrics={"outcome_reward": 1.0, "details": {"answer": str(s)}},
-                task_trace={"events": [{"type": "step", "reward": 1.0}]},
-                started_at=now - timedelta(minutes=2), finished_at=now,
-            )
-            for s in seeds
-        )  # fmt: skip
-        attempts = RolloutAttempt.objects.bulk_create(
-            RolloutAttempt(
-                seed_run=r, number=1, run_id=f"run-{r.seed}-{secrets.token_hex(4)}",
-                token_hash=hashlib.sha256(secrets.token_bytes(16)).hexdigest(),
-                status="succeeded", http_status=200, started_at=now, finished_at=now,
-                latency_ms=800.0,
-            )
-            for r in runs
-        )  # fmt: skip
-        LLMCall.objects.bulk_create(
-            LLMCall(
-                attempt=a, seq=q, model_requested="gpt-4o-mini",
-                model_answered="gpt-4o-mini-2024-07-18",
-                request=_request(a.seed_run.seed, q, "http://127.0.0.1/api/interceptor/v1/tok"),
-                response=_response(a.seed_run.seed, q, q == args.calls),
-                prompt_tokens=130, completion_tokens=30, total_tokens=160, cached_tokens=64,
-                reasoning_tokens=12, cost_usd=0.00004, http_status=200, started_at=now,
-                ttft_ms=80.0, latency_ms=400.0,
-            )
-            for a in attempts
-            for q in range(1, args.calls + 1)
-        )  # fmt: skip
+    job = create_job(owner=api_key.user, seeds=args.seeds, calls=args.calls)
+    # Downloaded first, so the memory growth measured is the zip's, not the first imports'.
+    warmup = create_job(owner=api_key.user, seeds=10, calls=args.calls)
     print(f"created {args.seeds} seeds x {args.calls} calls in {time.monotonic() - t0:.1f}s")
 
     port = free_port()
@@ -143,12 +158,15 @@ def main() -> None:
         wait_until(up, timeout=60, what="the web server")
         headers = {"Authorization": f"Bearer {key}"}
         httpx.get(f"{base}/api/eval/jobs/{job.id}", headers=headers).raise_for_status()
+        warm = httpx.get(f"{base}/api/eval/jobs/{warmup.id}/traces", headers=headers, timeout=60)
+        warm.raise_for_status()
+        start_kib = vm_kib(web.pid, "VmHWM")
         print(
-            f"web process after start and one API call: VmHWM {vm_kib(web.pid, 'VmHWM') / 1024:.0f} MiB"
+            f"web process after start, one API call and a 10-seed zip: VmHWM {start_kib / 1024:.0f} MiB"
         )
-        for label in (
-            "first download (built while streamed, then stored)",
-            "second download (from storage)",
+        for key, label in (
+            ("build", "first download (built while streamed, then stored)"),
+            ("stored", "second download (from storage)"),
         ):
             out = Path(data_dir) / "download.zip"
             t = time.monotonic()
@@ -160,6 +178,9 @@ def main() -> None:
             elapsed = time.monotonic() - t
             with zipfile.ZipFile(out) as zf:
                 entries = len(zf.namelist())
+            growth = (vm_kib(web.pid, "VmHWM") - start_kib) / 1024
+            figures[key] = {"s": elapsed, "seeds_per_s": args.seeds / elapsed,
+                            "growth_mib": growth, "entries": entries}  # fmt: skip
             print(
                 f"{label}: {elapsed:.1f}s, {out.stat().st_size / 2**20:.1f} MiB zip, "
                 f"{entries} entries; web process peak RSS (VmHWM) so far "
@@ -167,6 +188,8 @@ def main() -> None:
             )
         job.refresh_from_db()
         print(f"stored as {job.traces_zip_name!r} ({args.storage} storage)")
+        if args.json:
+            Path(args.json).write_text(json.dumps(figures, indent=2))
     finally:
         web.terminate()
         web.wait(timeout=30)

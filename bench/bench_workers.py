@@ -1,25 +1,134 @@
-"""How fast one worker runs a big job: a 2,000-seed job against a fast task app.
+"""How fast workers run a big job, and what evalhub costs over calling the task app directly.
 
     .venv/bin/python bench/bench_workers.py [--seeds 2000] [--max-concurrent 64] [--delay 0]
+        [--workers 1 2 4] [--backend postgres|sqlite] [--wall-delay 0.05] [--json out.json]
 
-Everything is real and local, in a fresh data directory: SQLite, the file-system broker, one
-Celery worker process (`--pool threads`), a FastAPI task app on a loopback port answering each
-rollout after `--delay` seconds. Prints the wall time of the job (first claim to completion, and
-creation to completion) and the rollouts per second the worker sustained.
+Everything is real and local, in a fresh data directory: with `--backend postgres` (the
+default) a PRIVATE PostgreSQL cluster and Redis server started for the run on free ports
+(tests/support/private_services.py; nothing shared is touched), with `sqlite` the embedded
+default. For each worker count, that many Celery worker processes (`--pool threads`) run one
+job of `--seeds` seeds against a FastAPI task app on a loopback port answering each rollout
+after `--delay` seconds; rollouts/s is succeeded seeds over first claim to completion.
+
+Then, with `--wall-delay` > 0, the same seeds against a task app taking that long per rollout:
+once posted straight at the task app by an asyncio client holding `--max-concurrent` in flight
+(the floor), once as an evalhub job with the same `max_concurrent` on one worker.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
 import os
 import shutil
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
+
+import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+
+def private_backend(workdir: Path) -> dict[str, str]:
+    """A private PostgreSQL database and Redis server; the environment pointing at them."""
+    from tests.support.private_services import PrivatePostgres, PrivateRedis
+
+    redis, postgres = PrivateRedis(workdir), PrivatePostgres(workdir)
+    redis.start()
+    postgres.init()
+    url = postgres.create_database(f"evalhub_bench_{uuid.uuid4().hex[:8]}")
+    private_backend.stop = lambda: (redis.stop(), postgres.destroy())
+    return {"DATABASE_URL": url, "REDIS_URL": redis.url, "DATABASE_CONN_MAX_AGE": "60"}
+
+
+def setup(backend: str) -> tuple[str, dict[str, str]]:
+    data_dir = tempfile.mkdtemp(prefix="evalhub-bench-")
+    Path(data_dir).chmod(0o755)
+    for name in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL"):
+        os.environ.pop(name, None)
+    os.environ.update(
+        EVALHUB_DATA_DIR=data_dir, DJANGO_SETTINGS_MODULE="evalhub.settings",
+        EVALHUB_CELERY_QUEUE=f"bench-{uuid.uuid4().hex[:6]}", LOG_LEVEL="WARNING",
+    )  # fmt: skip
+    extra = private_backend(Path(data_dir)) if backend == "postgres" else {}
+    os.environ.update(extra)
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    return data_dir, extra
+
+
+def run_job(*, workers: int, task_url: str, seeds: int, max_concurrent: int) -> dict:
+    """`workers` worker processes run one job; its figures."""
+    from django.contrib.auth import get_user_model
+
+    from jobs import services
+    from jobs.models import EvalJob, SeedRun
+    from tests.support.servers import ChildProcess, wait_until
+
+    # One message per job (no fan-out): the other workers join by themselves (jobs.sharing).
+    env = dict(os.environ, EVALHUB_JOB_FANOUT="1")
+    procs = []
+    for n in range(workers):
+        procs.append(ChildProcess(f"bench-worker-{n}", [
+            sys.executable, "-m", "celery", "-A", "evalhub", "worker",
+            "-Q", os.environ["EVALHUB_CELERY_QUEUE"], "-n", f"bench{n}-{uuid.uuid4().hex[:6]}@%h",
+            "--pool", "threads", "--concurrency", "2", "--loglevel", "INFO",
+            "--without-gossip", "--without-mingle", "--without-heartbeat"], env))  # fmt: skip
+    try:
+        for proc in procs:
+            wait_until(lambda p=proc: "ready" in p.log() or p.proc.poll() is not None,
+                       timeout=60, what="a worker")  # fmt: skip
+        time.sleep(1.0)  # "ready" is logged a moment before the consumer polls
+        owner, _ = get_user_model().objects.get_or_create(username="bench")
+        spec = services.JobSpec(task_app_url=task_url, seeds=list(range(seeds)),
+                                max_concurrent=max_concurrent, timeout=60)  # fmt: skip
+        created = time.perf_counter()
+        job = services.job_create(owner=owner, spec=spec)
+
+        def over():
+            row = EvalJob.objects.get(pk=job.pk)
+            return row if row.is_terminal else None
+
+        job = wait_until(over, timeout=3600, interval=0.1, what="the job to end")
+        wall = time.perf_counter() - created
+    finally:
+        for proc in procs:
+            proc.stop()
+    succeeded = SeedRun.objects.filter(job=job, status="succeeded").count()
+    run_s = (job.completed_at - job.started_at).total_seconds()
+    return {"workers": workers, "status": job.status, "succeeded": succeeded, "seeds": seeds,
+            "wall_s": wall, "run_s": run_s, "rollouts_per_s": succeeded / run_s}  # fmt: skip
+
+
+async def direct(task_url: str, *, seeds: int, concurrency: int) -> float:
+    """The floor: the same rollouts posted straight at the task app; wall seconds."""
+    from jobs import taskapp
+
+    gate = asyncio.Semaphore(concurrency)
+    limits = httpx.Limits(max_connections=concurrency)
+    async with httpx.AsyncClient(limits=limits, timeout=60) as client:
+
+        async def one(seed: int) -> None:
+            body = taskapp.rollout_request_build(
+                run_id=f"run-{seed}", seed=seed, env_name=None, env_config={},
+                policy={"model": "gpt-4o-mini"}, inference_url="http://127.0.0.1:9/v1",
+                trace_correlation_id=f"run-{seed}", mode="eval", timeout_s=60,
+            )  # fmt: skip
+            async with gate:
+                (await client.post(f"{task_url}/rollout", json=body)).raise_for_status()
+
+        started = time.perf_counter()
+        await asyncio.gather(*(one(s) for s in range(seeds)))
+        return time.perf_counter() - started
 
 
 def main() -> int:
@@ -27,69 +136,52 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, default=2000)
     parser.add_argument("--max-concurrent", type=int, default=64)
     parser.add_argument("--delay", type=float, default=0.0, help="task app seconds per rollout")
+    parser.add_argument("--workers", type=int, nargs="*", default=[1, 2, 4])
+    parser.add_argument("--backend", choices=["postgres", "sqlite"], default="postgres")
+    parser.add_argument("--wall-delay", type=float, default=0.05,
+                        help="task app seconds per rollout of the direct-vs-evalhub run; 0: skip")  # fmt: skip
+    parser.add_argument("--json", help="write the figures to this file")
     args = parser.parse_args()
 
-    data_dir = tempfile.mkdtemp(prefix="evalhub-bench-")
-    os.environ.update(
-        EVALHUB_DATA_DIR=data_dir,
-        DJANGO_SETTINGS_MODULE="evalhub.settings",
-        EVALHUB_CELERY_QUEUE="bench",
-        LOG_LEVEL="WARNING",
-    )
-    for name in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL"):
-        os.environ.pop(name, None)
-    import django
-
-    django.setup()
-    from django.contrib.auth import get_user_model
-    from django.core.management import call_command
-
-    from jobs import services
-    from jobs.models import EvalJob, SeedRun
-    from tests.support.servers import ChildProcess, serve_asgi, wait_until
+    data_dir, _ = setup(args.backend)
+    from tests.support.servers import serve_asgi
     from tests.support.task_app import task_app_create
 
-    call_command("migrate", verbosity=0)
-    app, state = task_app_create(delay_s=args.delay)
-    with serve_asgi(app) as task_url:
-        worker = ChildProcess(
-            "bench-worker",
-            [sys.executable, "-m", "celery", "-A", "evalhub", "worker", "-Q", "bench",
-             "--pool", "threads", "--concurrency", "2", "--loglevel", "INFO",
-             "--without-gossip", "--without-mingle", "--without-heartbeat"],
-            dict(os.environ),
-        )  # fmt: skip
-        try:
-            wait_until(lambda: "ready" in worker.log() or worker.proc.poll() is not None,
-                       timeout=60, what="the worker")  # fmt: skip
-            time.sleep(1.0)  # "ready" is logged a moment before the consumer polls
-            owner, _ = get_user_model().objects.get_or_create(username="bench")
-            spec = services.JobSpec(
-                task_app_url=task_url, seeds=list(range(args.seeds)),
-                max_concurrent=args.max_concurrent, timeout=60,
-            )  # fmt: skip
-            created = time.perf_counter()
-            job = services.job_create(owner=owner, spec=spec)
+    out: dict = {"backend": args.backend, "runs": []}
+    try:
+        app, _ = task_app_create(delay_s=args.delay)
+        with serve_asgi(app) as task_url:
+            for workers in args.workers:
+                run = run_job(workers=workers, task_url=task_url, seeds=args.seeds,
+                              max_concurrent=args.max_concurrent)  # fmt: skip
+                print(f"{workers} worker(s): {run['succeeded']}/{args.seeds} succeeded, "
+                      f"run {run['run_s']:.2f}s, {run['rollouts_per_s']:.1f} rollouts/s",
+                      flush=True)  # fmt: skip
+                out["runs"].append(run)
+        if args.wall_delay > 0:
+            app, _ = task_app_create(delay_s=args.wall_delay)
+            with serve_asgi(app) as task_url:
+                floor = asyncio.run(
+                    direct(task_url, seeds=args.seeds, concurrency=args.max_concurrent)
+                )
+                via = run_job(workers=1, task_url=task_url, seeds=args.seeds,
+                              max_concurrent=args.max_concurrent)  # fmt: skip
+            out["wall"] = {"delay_s": args.wall_delay, "seeds": args.seeds,
+                           "concurrency": args.max_concurrent, "direct_s": floor,
+                           "evalhub_wall_s": via["wall_s"], "evalhub_run_s": via["run_s"]}  # fmt: skip
+            print(f"direct {floor:.2f}s vs evalhub {via['wall_s']:.2f}s (created -> completed), "
+                  f"{args.seeds} seeds at {args.wall_delay}s, concurrency {args.max_concurrent}")  # fmt: skip
+    finally:
+        from django.db import connections
 
-            def over():
-                row = EvalJob.objects.get(pk=job.pk)
-                return row if row.is_terminal else None
-
-            job = wait_until(over, timeout=3600, interval=0.2, what="the job to end")
-            wall = time.perf_counter() - created
-        finally:
-            worker.stop()
-    succeeded = SeedRun.objects.filter(job=job, status="succeeded").count()
-    run_s = (job.completed_at - job.started_at).total_seconds()
-    print(f"seeds={args.seeds} max_concurrent={args.max_concurrent} task_app_delay={args.delay}s")
-    print(
-        f"job status={job.status} succeeded={succeeded} task app max in flight={state.max_in_flight}"
-    )
-    print(f"wall time (created -> completed): {wall:.2f} s")
-    print(f"run time (started -> completed): {run_s:.2f} s")
-    print(f"rollouts/s (one worker): {succeeded / run_s:.1f}")
-    shutil.rmtree(data_dir, ignore_errors=True)
-    return 0 if job.status == "completed" and succeeded == args.seeds else 1
+        connections.close_all()
+        if hasattr(private_backend, "stop"):
+            private_backend.stop()
+        shutil.rmtree(data_dir, ignore_errors=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=2, default=str))
+    ok = all(r["status"] == "completed" and r["succeeded"] == r["seeds"] for r in out["runs"])
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

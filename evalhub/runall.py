@@ -1,4 +1,5 @@
-"""`make run`: the web server and one Celery worker (with the scheduler) in one command.
+"""`make run`: the web server (`EVALHUB_WEB_CONCURRENCY` processes, default one per core) and
+one Celery worker (with the scheduler) in one command.
 
 Ctrl-C or SIGTERM stops both. A child that exits is started again (a worker that can no
 longer consume exits on purpose); one that keeps exiting (more than MAX_RESTARTS times in
@@ -21,6 +22,9 @@ def commands(settings) -> dict[str, list[str]]:
             python, "-m", "uvicorn", "evalhub.asgi:application",
             "--host", settings.HOST, "--port", str(settings.PORT),
             "--log-level", "warning", "--no-access-log",
+            # Several processes share the port; each keeps its own caches (interceptor tokens,
+            # budget totals), which are kept correct across processes by re-reading the database.
+            "--workers", str(settings.EVALHUB_WEB_CONCURRENCY),
         ],
         "worker": [
             python, "-m", "celery", "-A", "evalhub", "worker", "--beat",

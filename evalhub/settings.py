@@ -7,6 +7,7 @@ With no environment at all, evalhub runs embedded: SQLite and a file-system Cele
 
 from __future__ import annotations
 
+import os
 import secrets
 from pathlib import Path
 
@@ -48,6 +49,10 @@ PORT = envint("PORT", 8000, minimum=1, maximum=65535)
 # Interface `make run` binds, and job threads of the worker it starts.
 HOST = envstr("HOST", "127.0.0.1")
 EVALHUB_WORKER_CONCURRENCY = envint("EVALHUB_WORKER_CONCURRENCY", 8, minimum=1)
+# Web processes `make run` starts (uvicorn workers sharing the port); default one per core.
+EVALHUB_WEB_CONCURRENCY = envint(
+    "EVALHUB_WEB_CONCURRENCY", os.cpu_count() or 1, minimum=1, maximum=256
+)
 EVALHUB_PUBLIC_URL = envurl("EVALHUB_PUBLIC_URL", f"http://127.0.0.1:{PORT}")
 ALLOWED_HOSTS = [h.strip() for h in envstr("ALLOWED_HOSTS", "*").split(",") if h.strip()]
 CSRF_TRUSTED_ORIGINS = [

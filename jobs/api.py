@@ -26,7 +26,7 @@ from jobs.fields import INT64_MAX
 from jobs.inputs import JobCancelInput, JobCreateInput
 from jobs.models import EvalJob, JobStatus
 from jobs.public import event_body, job_status_body
-from traces import totals
+from traces import results
 from traces.documents import seed_trace
 from traces.export import job_traces_response
 from traces.redaction import job_redactor
@@ -235,23 +235,24 @@ class JobDetailView(APIView):
 
 
 class JobResultsView(APIView):
-    @extend_schema(responses={200: OBJECT, **ERRORS}, summary="Summary and per-seed results")
-    def get(self, request: Request, job_id: str) -> Response:
+    @extend_schema(
+        parameters=[OpenApiParameter("limit", int), OpenApiParameter("cursor", str)],
+        responses={200: OBJECT, **ERRORS},
+        summary="Summary and per-seed results (whole and streamed, or a page with `limit`)",
+    )
+    def get(self, request: Request, job_id: str):
         job = _owned_job(request, job_id)
-        rows = totals.job_rows(job=job)
-        figures = totals.job_figures(job=job, rows=rows)
-        summary = totals.summarize(job=job, rows=rows, figures=figures)
-        # The SDK reads `summary.x or data.x`: repeat the summary at the top level.
-        body = {
-            **summary,
-            "job_id": job.id,
-            "status": job.status,
-            "error": job.error,
-            "summary": summary,
-            "results": rows,
-            "seeds": figures["seeds"],
-        }
-        return Response(body)
+        params = request.query_params
+        if "limit" in params or "cursor" in params:  # traces.results: one page
+            limit = _int_param(request, "limit", 1000, 1, results.MAX_PAGE)
+            try:
+                page = results.results_page(job=job, limit=limit, cursor=params.get("cursor"))
+            except results.CursorInvalid as exc:
+                raise exceptions.ValidationError({"cursor": [str(exc)]}) from None
+            return Response(page)
+        # The SDK reads `summary.x or data.x`: the summary is repeated at the top level.
+        asynchronous = isinstance(request._request, ASGIRequest)
+        return results.results_response(job=job, asynchronous=asynchronous)
 
 
 class JobCancelView(APIView):

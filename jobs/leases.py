@@ -14,7 +14,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import DateTimeField, F, Q, Value
+from django.db.models import Count, DateTimeField, F, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -51,8 +51,9 @@ class AttemptEnd:
 
 def seed_run_claim(*, job_id: str, worker: str, limit: int, lease_s: float) -> list[SeedRun]:
     """Claim up to `limit` seed runs of a running job for `worker`, never more than the job's
-    `max_concurrent` held under live leases over all workers. Claimable: pending seeds whose
-    backoff is over, and running seeds whose lease expired (their worker is gone)."""
+    `max_concurrent` held under live leases over all workers, nor more than the worker's fair
+    share of it (`_free_slots`). Claimable: pending seeds whose backoff is over, and running
+    seeds whose lease expired (their worker is gone)."""
     if limit <= 0:
         return []
     now = timezone.now()
@@ -65,8 +66,7 @@ def seed_run_claim(*, job_id: str, worker: str, limit: int, lease_s: float) -> l
         if job is None or job.status != JobStatus.RUNNING:
             return []
         seeds = SeedRun.objects.filter(job_id=job_id)
-        in_flight = seeds.filter(status=SeedStatus.RUNNING, lease_expires_at__gt=now).count()
-        slots = min(limit, job.max_concurrent - in_flight)
+        slots = min(limit, _free_slots(seeds=seeds, job=job, worker=worker, now=now))
         if slots <= 0:
             return []
         expired = list(
@@ -106,6 +106,22 @@ def seed_run_claim(*, job_id: str, worker: str, limit: int, lease_s: float) -> l
             started_at=Coalesce(F("started_at"), Value(now, output_field=DateTimeField())),
         )
         return list(SeedRun.objects.filter(pk__in=ids, lease_owner=worker).order_by("id"))
+
+
+def _free_slots(*, seeds, job: EvalJob, worker: str, now) -> int:
+    """What `worker` may claim now: the job's free slots (`max_concurrent` minus every live
+    lease), and no more than its fair share of `max_concurrent` among the runners holding
+    seeds of the job (itself included), so a runner that joins a running job gets work at
+    once instead of waiting for the first one to give slots up."""
+    held = dict(
+        seeds.filter(status=SeedStatus.RUNNING, lease_expires_at__gt=now)
+        .values_list("lease_owner")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    runners = len(held) + (worker not in held)
+    share = -(-job.max_concurrent // runners)
+    return min(job.max_concurrent - sum(held.values()), share - held.get(worker, 0))
 
 
 def _attempts_abandon(*, seed_run_ids: list[int], error: str) -> None:

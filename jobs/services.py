@@ -19,6 +19,7 @@ from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from evalhub import crypto
+from jobs.bulk import seed_runs_insert
 from jobs.dispatch import job_dispatch
 from jobs.events import EventType, job_event_append
 from jobs.models import (
@@ -32,7 +33,6 @@ from jobs.models import (
 )
 from jobs.taskapp import CONNECTION_ERROR_PREFIX
 
-SEED_RUN_BATCH = 2000
 CANCEL_TRIES = 5
 
 
@@ -125,14 +125,7 @@ def _job_create(owner, spec: JobSpec, idempotency_key: str, fingerprint: str) ->
             num_seeds=len(spec.seeds),
             **job_numbers_fields(spec),
         )
-        SeedRun.objects.bulk_create(
-            (
-                SeedRun(job=job, seed=seed, repeat=r)
-                for seed in spec.seeds
-                for r in range(spec.repeats)
-            ),
-            batch_size=SEED_RUN_BATCH,
-        )
+        seed_runs_insert(job=job, seeds=spec.seeds, repeats=spec.repeats)  # jobs.bulk
         job_event_append(
             job_id=job.id,
             type=EventType.JOB_CREATED,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 
 from evalhub.celery import app
-from jobs import runner, services
+from jobs import runner, services, sharing
 from jobs.dispatch import JOB_JUDGE_TASK, JOB_RUN_TASK, JOBS_REDISPATCH_TASK, job_dispatch
 from jobs.verifier import worker as verifier_worker
 
@@ -17,10 +17,14 @@ log = logging.getLogger(__name__)
 
 
 @app.task(name=JOB_RUN_TASK)
-def job_run(job_id: str) -> None:
+def job_run(job_id: str, join: bool = False) -> None:
     """Work on the job's seed runs until none is left to claim (see jobs.runner). Safe to
-    deliver twice: seeds are claimed atomically, so a second run shares the work."""
-    runner.job_run(job_id=job_id)
+    deliver twice: seeds are claimed atomically, so a second run shares the work. A `join`
+    (a runner inviting another worker, jobs.sharing) is dropped by a process running the job."""
+    with sharing.local_runner(job_id) as first:
+        if join and not first:
+            return
+        runner.job_run(job_id=job_id)
 
 
 @app.task(name=JOB_JUDGE_TASK)

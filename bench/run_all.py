@@ -1,0 +1,168 @@
+"""`make bench`: every benchmark in one run, one table, each figure beside its baseline.
+
+    .venv/bin/python bench/run_all.py [--quick] [--litellm .venv-bench/bin/litellm]
+
+Runs, one after the other (each in its own process and throw-away data directory):
+bench_interceptor.py (evalhub, the bare proxy and LiteLLM's proxy over the same fake provider,
+at 1, 8 and 32 callers), bench_workers.py (1, 2 and 4 worker processes on a private PostgreSQL
+and Redis; a job through evalhub against the same rollouts posted directly), bench_traces_zip.py
+and bench_results.py; then prints a Markdown table with the date and the machine. `--quick`
+shrinks every run (for checking that it works; its figures are noise).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PY = sys.executable
+
+FULL = {
+    "interceptor": ["--calls", "2000", "--rounds", "4", "--modes", "plain"],
+    "workers": ["--seeds", "4000", "--max-concurrent", "64", "--wall-delay", "0.05"],
+    "zip": ["--seeds", "10000"],
+    "results": ["--seeds", "100000"],
+}
+QUICK = {
+    "interceptor": ["--calls", "200", "--rounds", "2", "--modes", "plain"],
+    "workers": ["--seeds", "300", "--max-concurrent", "32", "--wall-delay", "0.02"],
+    "zip": ["--seeds", "500"],
+    "results": ["--seeds", "5000", "--page", "500"],
+}
+SCRIPTS = {
+    "interceptor": "bench_interceptor.py",
+    "workers": "bench_workers.py",
+    "zip": "bench_traces_zip.py",
+    "results": "bench_results.py",
+}
+
+
+def run(name: str, args: list[str], out_dir: Path) -> dict | None:
+    out = out_dir / f"{name}.json"
+    argv = [PY, str(ROOT / "bench" / SCRIPTS[name]), *args, "--json", str(out)]
+    print(f"\n== {' '.join(argv[1:])}", flush=True)
+    started = time.monotonic()
+    done = subprocess.run(argv, cwd=ROOT)
+    print(f"== {name}: exit {done.returncode} after {time.monotonic() - started:.0f}s", flush=True)
+    return json.loads(out.read_text()) if out.exists() else None
+
+
+def machine() -> str:
+    cpu = "?"
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    mem = int(Path("/proc/meminfo").read_text().split()[1]) / 2**20
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    return (f"{os.cpu_count()} cores ({cpu}), {mem:.0f} GiB, Python {platform.python_version()}, "
+            f"load average at the end {load}")  # fmt: skip
+
+
+def ms(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f} ms"
+
+
+def interceptor_rows(data: dict) -> list[tuple[str, str, str, str]]:
+    rows = []
+    for s in data["scenarios"]:
+        c = s["concurrency"]
+        ev, bare, lite = s.get("evalhub"), s.get("bare"), s.get("litellm")
+        target = "<= 1 ms" if c == 1 else ""
+        if c == 32 and lite:
+            target = f"<= {lite['added_p50'] / 5:.2f} ms (LiteLLM / 5)"
+        peers = f"bare {ms(bare['added_p50'])} / {ms(bare['added_p99'])}"
+        if lite:
+            peers += f"; LiteLLM {ms(lite['added_p50'])} / {ms(lite['added_p99'])}"
+        rows.append((f"interceptor added p50 / p99, {c} caller{'s' if c > 1 else ''}",
+                     f"{ms(ev['added_p50'])} / {ms(ev['added_p99'])}", peers, target))  # fmt: skip
+    for s in data["scenarios"]:
+        ev, bare = s["evalhub"], s["bare"]
+        rows.append((f"web CPU per proxied call, {s['concurrency']} callers",
+                     ms(ev["cpu_ms_per_call"]), f"bare {ms(bare['cpu_ms_per_call'])}",
+                     "half of 1.2-1.7 ms"))  # fmt: skip
+    return rows
+
+
+def workers_rows(data: dict) -> list[tuple[str, str, str, str]]:
+    runs = data["runs"]
+    one = next((r["rollouts_per_s"] for r in runs if r["workers"] == 1), None)
+    rows = []
+    for r in runs:
+        ratio = f" ({r['rollouts_per_s'] / one:.2f}x of 1)" if one else ""
+        rows.append((f"rollouts/s, {r['workers']} worker process(es), {data['backend']}",
+                     f"{r['rollouts_per_s']:.0f}{ratio}", f"1 worker {one:.0f}" if one else "-",
+                     ">= 3x at 4" if r["workers"] == 4 else ""))  # fmt: skip
+    if "wall" in data:
+        w = data["wall"]
+        rows.append((f"job wall time, {w['seeds']} seeds at {w['delay_s']}s, concurrency "
+                     f"{w['concurrency']}", f"{w['evalhub_wall_s']:.2f} s (run {w['evalhub_run_s']:.2f} s)",
+                     f"direct {w['direct_s']:.2f} s", ""))  # fmt: skip
+    return rows
+
+
+def zip_rows(data: dict) -> list[tuple[str, str, str, str]]:
+    b = data["build"]
+    return [
+        (f"zip build, {data['seeds']} seeds x {data['calls']} calls", f"{b['seeds_per_s']:.0f} seeds/s",
+         "460 seeds/s before", ">= 5,000 seeds/s"),
+        ("zip: web peak RSS growth", f"{b['growth_mib']:.0f} MiB", "60 MiB before (10,000 seeds)",
+         "<= 20 MiB"),
+    ]  # fmt: skip
+
+
+def results_rows(data: dict) -> list[tuple[str, str, str, str]]:
+    n = data["seeds"]
+    return [
+        (f"POST a {n}-seed job", f"{data['create_s']:.2f} s", "", "a few seconds"),
+        (f"GET results whole, {n} seeds", f"{data['whole_s']:.2f} s, +{data['whole_growth_mib']:.0f} MiB",
+         "", "bounded memory"),
+        (f"GET results by pages, {n} seeds", f"{data['pages_s']:.2f} s, +{data['pages_growth_mib']:.0f} MiB",
+         f"slowest page {data['slowest_page_s'] * 1000:.0f} ms", ""),
+    ]  # fmt: skip
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="short runs: check that it works")
+    parser.add_argument("--litellm", default=str(ROOT / ".venv-bench" / "bin" / "litellm"))
+    parser.add_argument("--only", nargs="*", choices=list(SCRIPTS), default=list(SCRIPTS))
+    args = parser.parse_args()
+    settings = QUICK if args.quick else FULL
+    out_dir = Path(tempfile.mkdtemp(prefix="evalhub-bench-all-"))
+    builders = {"interceptor": interceptor_rows, "workers": workers_rows, "zip": zip_rows,
+                "results": results_rows}  # fmt: skip
+    rows, failed = [], []
+    for name in args.only:
+        extra = list(settings[name])
+        if name == "interceptor" and Path(args.litellm).exists():
+            extra += ["--litellm", args.litellm]
+        data = run(name, extra, out_dir)
+        if data is None:
+            failed.append(name)
+            continue
+        try:
+            rows += builders[name](data)
+        except (KeyError, TypeError) as exc:
+            failed.append(f"{name} ({exc!r})")
+    print(f"\nevalhub benchmark, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {machine()}"
+          f"{' (--quick: figures are noise)' if args.quick else ''}\n")  # fmt: skip
+    print("| figure | evalhub | baseline (same run) | target |\n|---|---|---|---|")
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+    if failed:
+        print(f"\nnot measured: {', '.join(failed)}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

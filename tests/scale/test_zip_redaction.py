@@ -1,0 +1,38 @@
+"""The zip's redaction skips the parts of a document with nothing to redact: what it makes must
+equal the full walk's, whatever hides where (traces.export._redacted against Redactor.value)."""
+
+from __future__ import annotations
+
+import pytest
+
+from traces.export import _redacted, _secret_bytes
+from traces.redaction import Redactor
+from traces.tokens import token_new
+
+SECRET = "sk-provider-secret-0a9b8c7d6e5f"
+TOKEN = token_new()
+LOGPROBS = [{"token": f"t{i}", "logprob": -0.1 * i, "bytes": [116, 48 + i % 10]} for i in range(50)]
+
+DOCUMENTS = [
+    {"clean": {"logprobs": LOGPROBS, "n": 1, "f": 0.5, "none": None, "flag": True}},
+    {"deep": [[[[[[[[[[{"Authorization": "Bearer abcdefghijkl"}]]]]]]]]]]},
+    {"headers": {"X-Api-Key": "whatever-value", "api_key": None, "apiKey": "", "Cookie": "c=1"}},
+    {"text": f"call {SECRET} now", "list": ["x", f"https://h/api/interceptor/v1/{TOKEN}/chat"]},
+    {"token": TOKEN, "bearer": "Authorization: bearer abcdef123456", "BEARER": "BEARER abc123456"},
+    {"nested": {"a": {"b": {"c": {"d": {"e": {"f": {"g": {"h": {"i": {"password": "p"}}}}}}}}}}},
+    {f"key {SECRET}": "value", "K": "\u212a", "api_\u212aey": "kelvin-named key value"},
+    {"escaped": f'quote " and \\ and \n {SECRET}', "tuple": ("a", TOKEN), 7: "int key"},
+    {"mixed": [LOGPROBS, {"client-secret": "s3cr3t-value"}, "ok", 1, None]},
+]
+
+
+@pytest.mark.parametrize("document", DOCUMENTS)
+def test_the_selective_redaction_equals_the_full_walk(document):
+    redactor = Redactor([SECRET, "task-app-key-7c1f0e9a2b4d"])
+    assert _redacted(document, redactor, _secret_bytes(redactor)) == redactor.value(document)
+
+
+def test_a_clean_part_is_returned_as_it_is():
+    redactor = Redactor([SECRET])
+    clean = {"logprobs": LOGPROBS}
+    assert _redacted(clean, redactor, _secret_bytes(redactor)) is clean
