@@ -9,6 +9,7 @@ from django.conf import settings
 from rest_framework import serializers
 
 from jobs import services
+from jobs.environments import kinds
 from jobs.fields import (
     INT64_MAX,
     JsonObjectField,
@@ -24,6 +25,7 @@ REWARD_SOURCES = ("task_app", "verifier", "fused")
 
 class JobCreateInput(serializers.Serializer):
     task_app_url = TaskAppUrlField(max_length=2048)
+    task_app_kind = serializers.ChoiceField(choices=kinds.KINDS, required=False, allow_null=True)
     task_app_api_key = serializers.CharField(
         required=False, allow_null=True, allow_blank=True, max_length=4096
     )
@@ -52,6 +54,18 @@ class JobCreateInput(serializers.Serializer):
         # Limits come from settings, read when the request is validated.
         self.fields["max_concurrent"].max_value = settings.EVALHUB_MAX_CONCURRENT
         self.fields["timeout"].max_value = settings.EVALHUB_MAX_TIMEOUT_S
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """The settings the job's kind needs (jobs.environments.kinds), each problem under its
+        field."""
+        problems = kinds.settings_problems(
+            attrs.get("task_app_kind") or kinds.SYNTH,
+            attrs.get("env_config") or {},
+            attrs.get("policy") or {},
+        )
+        if problems:
+            raise serializers.ValidationError({k: [v] for k, v in problems.items()})
+        return attrs
 
     def validate_verifier_config(self, value: dict[str, Any] | None) -> dict[str, Any] | None:
         """synth-ai's verifier section: `reward_source` is one of REWARD_SOURCES (as synth-ai
@@ -117,6 +131,7 @@ class JobCreateInput(serializers.Serializer):
             timeout=given("timeout", 600.0),
             max_cost_usd=d.get("max_cost_usd"),
             max_tokens=d.get("max_tokens"),
+            task_app_kind=given("task_app_kind", kinds.SYNTH),
         )
 
 

@@ -45,6 +45,7 @@ class JobSpec:
     timeout: float = 600.0
     max_cost_usd: float | None = None
     max_tokens: int | None = None
+    task_app_kind: str = "synth"
 
 
 class IdempotencyConflict(Exception):
@@ -92,6 +93,7 @@ def _job_create(owner, spec: JobSpec, idempotency_key: str, fingerprint: str) ->
             idempotency_key=idempotency_key,
             request_fingerprint=fingerprint,
             task_app_url=spec.task_app_url,
+            task_app_kind=spec.task_app_kind,
             task_app_api_key_encrypted=(
                 crypto.encrypt(spec.task_app_api_key) if spec.task_app_api_key else ""
             ),
