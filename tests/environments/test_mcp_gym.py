@@ -157,14 +157,14 @@ def test_an_unreachable_server_or_one_of_another_kind_fails_the_job_at_once(
     assert down["status"]["status"] == "failed"
     assert "unreachable" in down["status"]["error"] and nowhere in down["status"]["error"]
 
-    # OpenEnv speaks MCP at /mcp too, but has no MCP-Gym control plane.
+    # OpenEnv has an /mcp endpoint too, but it is no MCP-Gym server.
     not_gym = job_run(
         base,
         headers,
         gym_job(f"{openenv_servers['steps']}/mcp", seeds=[0], tool="add", arguments={}),
     )
     assert not_gym["status"]["status"] == "failed"
-    assert "is not an MCP-Gym server" in not_gym["status"]["error"]
+    assert "is not an MCP" in not_gym["status"]["error"]
 
     # An MCP-Gym server given as an OpenEnv one.
     body = gym_job(gym_server, seeds=[0], tool="move", arguments={}, mode="agent")

@@ -83,7 +83,9 @@ def test_rollout_tool_mode_scores_the_rollout_result(evalhub, openenv_servers, f
     assert rows[0]["score"] == pytest.approx(2 / 3) and rows[2]["score"] == pytest.approx(2 / 3)
     assert rows[1]["score"] == 1.0
     assert [rows[s]["num_llm_calls"] for s in (0, 1, 2)] == [1, 2, 1]
-    assert rows[1]["tokens"] == 2 * 90
+    # The rollout tool's own calls carry no usage steering: the fake's default usage.
+    assert rows[1]["tokens"] == 2 * (1200 + 300)
+    assert rows[1]["cost_usd"] == pytest.approx(2 * (1200 * 0.15 + 300 * 0.60) / 1e6, rel=1e-9)
     seed_run = SeedRun.objects.get(job_id=run["job_id"], seed=0)
     details = seed_run.metrics["details"]
     assert details["task_id"] == "said" and details["proxy_turns"] == 1
