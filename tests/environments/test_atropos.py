@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from jobs.environments.atropos_bridge import PLACEHOLDER_KEY
+from jobs.environments.loop import PLACEHOLDER_KEY
 from jobs.models import SeedRun
 from tests.environments.conftest import SERVER_KEY, job_run
 
