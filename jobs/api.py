@@ -231,6 +231,7 @@ class JobResultsView(APIView):
         body = {
             **summary,
             "job_id": job.id,
+            "task_app_kind": job.task_app_kind,
             "status": job.status,
             "error": job.error,
             "summary": summary,

@@ -106,7 +106,11 @@ class Bridge:
             inference_url=policy["inference_url"], model=policy.get("model") or "default"
         )
         item = await self.item_for(seed)
-        scored, _backlog = await env.collect_trajectory(item)
+        try:
+            scored, _backlog = await env.collect_trajectory(item)
+        finally:
+            for server in env.server.servers:
+                await server.openai.close()
         if scored is None:
             return JSONResponse(
                 {"detail": "collect_trajectory returned no trajectory"}, status_code=422

@@ -64,3 +64,5 @@ def test_the_kind_is_kept_and_shown_in_the_status(client_alice):
     assert gym.status_code == 201, gym.content
     status = client_alice.get(f"{JOBS}/{gym.json()['job_id']}").json()
     assert status["config"]["task_app_kind"] == "mcp_gym"
+    results = client_alice.get(f"{JOBS}/{gym.json()['job_id']}/results").json()
+    assert results["task_app_kind"] == "mcp_gym"

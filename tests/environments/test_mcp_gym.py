@@ -104,6 +104,8 @@ def test_scores_tokens_and_the_tool_calls_are_the_environments(evalhub, gym_serv
     # The seed page shows each tool execution: arguments, result, reward, the terminal step.
     page = Client()
     page.force_login(get_user_model().objects.get(username="envs"))
+    job_page = page.get(f"/jobs/{run['job_id']}/").content.decode()
+    assert '<dd class="task-app-kind">mcp_gym</dd>' in job_page
     html = page.get(f"/jobs/{run['job_id']}/seeds/1/").content.decode()
     assert html.count('class="toolcall toolexec"') == goal(1)
     assert "reward 0.500" in html and "<b>done</b>" in html and "goal_distance" in html
@@ -156,6 +158,9 @@ def test_an_unreachable_server_or_one_of_another_kind_fails_the_job_at_once(
     down = job_run(base, headers, gym_job(nowhere, seeds=[0, 1], tool="move", arguments={}))
     assert down["status"]["status"] == "failed"
     assert "unreachable" in down["status"]["error"] and nowhere in down["status"]["error"]
+    body = gym_job(nowhere.removesuffix("/mcp"), seeds=[0], tool="add", arguments={}, mode="agent")
+    down = job_run(base, headers, {**body, "task_app_kind": "openenv"})
+    assert down["status"]["status"] == "failed" and "unreachable" in down["status"]["error"]
 
     # OpenEnv has an /mcp endpoint too, but it is no MCP-Gym server.
     not_gym = job_run(
