@@ -189,7 +189,7 @@ def seed_trace(
             "num_llm_calls": usage.num_llm_calls,
         },
         "attempts": [attempt_entry(a) for a in attempts],
-        "task_app": _task_app_answer(seed_run),
+        "task_app": {**_task_app_answer(seed_run), "kind": job.task_app_kind},
         "llm_calls": calls,
     }
     return row, redactor.value(document)

@@ -99,7 +99,9 @@ def test_scores_tokens_and_the_tool_calls_are_the_environments(evalhub, gym_serv
     archive = zipfile.ZipFile(io.BytesIO(zipped.content))
     assert json.loads(archive.read("manifest.json"))["config"]["task_app_kind"] == "mcp_gym"
     document = json.loads(archive.read("seeds/seed_1.json"))
-    assert "tool_executions" in json.dumps(document)
+    assert document["task_app"]["kind"] == "mcp_gym"
+    names = [e["name"] for e in document["task_app"]["trace"]["tool_executions"]]
+    assert names == ["move"] * goal(1)
 
     # The seed page shows each tool execution: arguments, result, reward, the terminal step.
     page = Client()
