@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run demo test lint format bench clean synth-venvs
+.PHONY: run demo test lint format bench clean synth-venvs env-venvs
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,23 @@ SYNTH_VENVS := $(foreach v,$(SYNTH_VERSIONS),.venv-synth/$(v)/.installed)
 
 synth-venvs: $(SYNTH_VENVS)
 
+# The environment servers of other ecosystems the tests run jobs against (tests/environments):
+# eval-protocol's MCP-Gym, OpenEnv, Atropos. Each is a virtualenv of its own built from
+# tests/support/env_venvs/<name>.txt (their dependencies are far heavier than evalhub's and
+# pin other versions of the same libraries); evalhub goes in with --no-deps for the
+# `evalhub-atropos` console script.
+ENV_NAMES := eval-protocol openenv atroposlib
+ENV_VENVS := $(foreach n,$(ENV_NAMES),.venv-env/$(n)/.installed)
+
+.venv-env/%/.installed: tests/support/env_venvs/%.txt
+	rm -rf .venv-env/$*
+	$(PYTHON) -m venv .venv-env/$*
+	.venv-env/$*/bin/python -m pip install -q --disable-pip-version-check -r $<
+	.venv-env/$*/bin/python -m pip install -q --disable-pip-version-check --no-deps -e .
+	touch $@
+
+env-venvs: $(ENV_VENVS)
+
 run: $(VENV)/.installed-run
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py collectstatic --noinput -v 0
@@ -49,7 +66,7 @@ $(VENV)/.installed-demo: pyproject.toml | $(VENV)/bin/python
 demo: $(VENV)/.installed-demo
 	exec $(PY) -m evalhub.demo $(DEMO_ARGS)
 
-test: $(VENV)/.installed-dev $(SYNTH_VENVS)
+test: $(VENV)/.installed-dev $(SYNTH_VENVS) $(ENV_VENVS)
 	$(PY) manage.py makemigrations --check --dry-run
 	$(PY) -m pytest $(PYTEST_ARGS)
 
@@ -75,4 +92,4 @@ format: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) .venv-synth .venv-bench var
+	rm -rf $(VENV) .venv-synth .venv-bench .venv-env var

@@ -9,6 +9,7 @@ from django.conf import settings
 from rest_framework import serializers
 
 from jobs import services
+from jobs.environments import kinds
 from jobs.fields import (
     INT64_MAX,
     JsonObjectField,
@@ -28,6 +29,7 @@ REWARD_SOURCES = ("task_app", "verifier", "fused")
 
 class JobCreateInput(serializers.Serializer):
     task_app_url = TaskAppUrlField(max_length=2048)
+    task_app_kind = serializers.ChoiceField(choices=kinds.KINDS, required=False, allow_null=True)
     task_app_api_key = serializers.CharField(
         required=False, allow_null=True, allow_blank=True, max_length=4096
     )
@@ -88,6 +90,14 @@ class JobCreateInput(serializers.Serializer):
                 {"repeats": [f"seeds x repeats is {samples}; at most "
                              f"{settings.EVALHUB_MAX_SEEDS} samples are allowed"]}
             )  # fmt: skip
+        # The settings the job's kind needs (jobs.environments.kinds), each under its field.
+        problems = kinds.settings_problems(
+            attrs.get("task_app_kind") or kinds.SYNTH,
+            attrs.get("env_config") or {},
+            attrs.get("policy") or {},
+        )
+        if problems:
+            raise serializers.ValidationError({k: [v] for k, v in problems.items()})
         return attrs
 
     def validate_verifier_config(self, value: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -167,6 +177,7 @@ class JobCreateInput(serializers.Serializer):
             name=(d.get("name") or "").strip(),
             tags=given("tags", []),
             metadata=given("metadata", {}),
+            task_app_kind=given("task_app_kind", kinds.SYNTH),
         )
 
 

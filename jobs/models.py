@@ -57,6 +57,9 @@ class EvalJob(models.Model):
     error = models.TextField(null=True, blank=True)
 
     task_app_url = models.CharField(max_length=2048)
+    # What speaks at task_app_url: a synth task app, an MCP-Gym or an OpenEnv server
+    # (jobs.environments.kinds).
+    task_app_kind = models.CharField(max_length=16, default="synth")
     # Fernet ciphertext (evalhub.crypto); empty when the client sent no key.
     task_app_api_key_encrypted = models.TextField(blank=True, default="")
     app_id = models.CharField(max_length=255, null=True, blank=True)

@@ -14,6 +14,7 @@ def job_config(job: EvalJob) -> dict[str, Any]:
     """The job's configuration as shown to people: secrets appear as set/unset only."""
     return {
         "task_app_url": job.task_app_url,
+        "task_app_kind": job.task_app_kind,
         "task_app_api_key": "set" if job.has_task_app_api_key else None,
         "has_task_app_api_key": job.has_task_app_api_key,
         "app_id": job.app_id,

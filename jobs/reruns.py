@@ -53,6 +53,8 @@ def rerun_spec(parent: EvalJob, seeds: list[int], policy: dict[str, Any] | None)
         timeout=parent.timeout_s,
         max_cost_usd=parent.max_cost_usd,
         max_tokens=parent.max_tokens,
+        rollout_limits=parent.rollout_limits,
+        task_app_kind=parent.task_app_kind,
         repeats=parent.repeats,
         pass_threshold=parent.pass_threshold,
         max_failures=parent.max_failures,

@@ -31,6 +31,7 @@ from django.utils import timezone
 
 from evalhub import crypto
 from jobs import leases, services, sharing, stopping, taskapp
+from jobs.environments import run as environments
 from jobs.models import AttemptStatus, EvalJob, JobStatus, SeedRun, SeedStatus
 from jobs.verifier.hooks import RunnerHooks
 from traces import tokens, totals
@@ -155,9 +156,10 @@ class JobRunner:
                 client = clients.clients[0]
                 self.interceptor = InterceptorProbe(client)
                 if job.status == JobStatus.PENDING:
-                    error = await taskapp.task_app_probe(
-                        client, base_url=job.task_app_url, api_key=self.api_key
-                    )
+                    error = await environments.probe(
+                        client, kind=job.task_app_kind, base_url=job.task_app_url,
+                        api_key=self.api_key,
+                    )  # fmt: skip
                     if error:
                         log.warning("job %s: %s", self.job_id, error)
                         await self._db(services.job_fail, job_id=self.job_id, error=error)
@@ -291,9 +293,10 @@ class JobRunner:
         job = self.job
         try:
             async with asyncio.timeout(job.timeout_s), self.clients.lease() as client:
-                outcome = await taskapp.rollout_post(
-                    client, base_url=job.task_app_url, api_key=self.api_key, body=body
-                )
+                outcome = await environments.rollout(
+                    client, kind=job.task_app_kind, base_url=job.task_app_url,
+                    api_key=self.api_key, body=body,
+                )  # fmt: skip
             return outcome, None
         except TimeoutError:
             error = taskapp.TaskAppError(

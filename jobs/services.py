@@ -61,6 +61,7 @@ class JobSpec:
     tags: list[str] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
     parent_job_id: str | None = None
+    task_app_kind: str = "synth"
 
 
 class IdempotencyConflict(Exception):
@@ -108,6 +109,7 @@ def _job_create(owner, spec: JobSpec, idempotency_key: str, fingerprint: str) ->
             idempotency_key=idempotency_key,
             request_fingerprint=fingerprint,
             task_app_url=spec.task_app_url,
+            task_app_kind=spec.task_app_kind,
             task_app_api_key_encrypted=(
                 crypto.encrypt(spec.task_app_api_key) if spec.task_app_api_key else ""
             ),

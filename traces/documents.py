@@ -212,7 +212,7 @@ def seed_trace(
             "num_llm_calls": usage.num_llm_calls,
         },
         "attempts": [attempt_entry(a) for a in attempts],
-        "task_app": _task_app_answer(seed_run),
+        "task_app": {**_task_app_answer(seed_run), "kind": job.task_app_kind},
         "llm_calls": calls,
         "verifier": verifier_entry(row) if seed_run.judge_status else None,
     }

@@ -68,8 +68,9 @@ def _whole_pieces(job: EvalJob) -> Iterator[str]:
     figures = totals.job_figures(job=job, rows=rows)
     summary = totals.summarize(job=job, rows=rows, figures=figures)
     del rows
-    head = {**summary, "job_id": job.id, "status": job.status, "error": job.error,
-            "summary": summary, "seeds": figures["seeds"]}  # fmt: skip
+    head = {**summary, "job_id": job.id, "task_app_kind": job.task_app_kind,
+            "status": job.status, "error": job.error, "summary": summary,
+            "seeds": figures["seeds"]}  # fmt: skip
     yield _dumps(head)[:-1] + ',"results":['
     parts, size, first = [], 0, True
     for row in totals.result_rows(job=job):

@@ -29,7 +29,7 @@ from jobs.verifier.config import verifier_config_of
 from jobs.verifier.judgements import judged_attempt
 
 COPIED = ("app_id", "env_name", "policy", "env_config", "mode", "max_concurrent", "timeout_s",
-          "max_cost_usd", "max_tokens", "task_app_url", "task_app_api_key_encrypted", "repeats",
+          "max_cost_usd", "max_tokens", "task_app_url", "task_app_api_key_encrypted", "task_app_kind", "repeats",
           "pass_threshold", "tags", "metadata")  # fmt: skip
 
 

@@ -18,6 +18,8 @@ A request steers the fake through an extra body field the interceptor passes thr
   reasoning: "..."        answer with that text as `reasoning_content`, as reasoning models do
   echo_key: true          put the key it was called with in its reasoning and in an error
                           body (a provider that leaks its caller's key: it must go no further)
+  tool_name: "..."        the tool it calls (default: the request's first tool)
+  tool_arguments: {...}   the arguments it calls the tool with (default: a city and a unit)
   fail_times: 2           answer the first 2 requests of the same `fail_key` with
                           `fail_status` (429) and `retry-after: <retry_after>` when given
 
@@ -242,11 +244,13 @@ def _tool_call(body: dict[str, Any]) -> dict[str, Any] | None:
     tools = body.get("tools") or []
     if not tools or body.get("tool_choice") == "none":
         return None
-    name = tools[0].get("function", {}).get("name", "tool")
+    opts = body.get("fake") or {}
+    name = opts.get("tool_name") or tools[0].get("function", {}).get("name", "tool")
+    arguments = opts.get("tool_arguments", {"city": "Paris", "unit": "C"})
     return {
         "id": "call_fake_1",
         "type": "function",
-        "function": {"name": name, "arguments": json.dumps({"city": "Paris", "unit": "C"})},
+        "function": {"name": name, "arguments": json.dumps(arguments)},
     }
 
 

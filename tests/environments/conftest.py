@@ -1,0 +1,149 @@
+"""Environment servers built with the real libraries (eval-protocol, OpenEnv, Atropos), each run
+by its own virtualenv's Python (`make env-venvs`) on a loopback port; and evalhub itself: a web
+process (API + interceptor) whose provider is the fake, and a real Celery worker."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import httpx
+import pytest
+
+from jobs.apikeys import api_key_create_for_username
+from tests.support import servers
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVERS = ROOT / "tests" / "support" / "env_servers"
+SERVER_KEY = "sk-provider-key-only-the-server-holds"
+
+
+def venv_python(name: str) -> str:
+    python = ROOT / ".venv-env" / name / "bin" / "python"
+    if not (ROOT / ".venv-env" / name / ".installed").exists():
+        pytest.skip(f".venv-env/{name} is not built: run `make env-venvs`")
+    return str(python)
+
+
+def start_server(name: str, argv: list[str], *, ready_path: str, **env: str):
+    """Start an environment server; return (process, base URL) once it answers HTTP."""
+    port = servers.free_port()
+    argv = [a.replace("{port}", str(port)) for a in argv]
+    proc = servers.ChildProcess(name, argv, servers.child_env(PYTHONPATH=str(ROOT), **env))
+    base = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        if proc.proc.poll() is not None:
+            raise RuntimeError(f"{name} exited at start:\n{proc.log()}")
+        try:
+            httpx.get(f"{base}{ready_path}", timeout=2)
+            return True
+        except httpx.HTTPError:
+            return False
+
+    servers.wait_until(up, timeout=120, interval=0.2, what=f"{name} to start")
+    return proc, base
+
+
+@pytest.fixture(scope="session")
+def gym_server(django_db_setup):
+    """eval-protocol McpGym (tests/support/env_servers/gym_server.py); yields its MCP URL."""
+    python = venv_python("eval-protocol")
+    proc, base = start_server(
+        "mcp-gym",
+        [python, str(SERVERS / "gym_server.py"), "{port}"],
+        ready_path="/mcp",
+        LITELLM_LOCAL_MODEL_COST_MAP="True",
+    )
+    yield f"{base}/mcp"
+    proc.stop()
+
+
+@pytest.fixture(scope="session")
+def openenv_servers(django_db_setup):
+    """OpenEnv servers: {"steps": URL, "rollout": URL} (env_servers/openenv_server.py)."""
+    python = venv_python("openenv")
+    started = {
+        mode: start_server(
+            f"openenv-{mode}",
+            [python, str(SERVERS / "openenv_server.py"), "{port}", mode],
+            ready_path="/health",
+        )
+        for mode in ("steps", "rollout")
+    }
+    yield {mode: base for mode, (_, base) in started.items()}
+    for proc, _ in started.values():
+        proc.stop()
+
+
+def build_tokenizer(directory: Path) -> Path:
+    """A word-level tokenizer saved locally, so BaseEnv loads one without the Hugging Face hub
+    (run in the Atropos virtualenv, which has `tokenizers` and `transformers`)."""
+    script = """
+import sys
+from tokenizers import Tokenizer, models, pre_tokenizers
+from transformers import PreTrainedTokenizerFast
+words = ["[UNK]", "[PAD]"] + [chr(c) for c in range(32, 127)]
+tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
+tok.pre_tokenizer = pre_tokenizers.Split("", "isolated")
+PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]").save_pretrained(sys.argv[1])
+"""
+    servers_python = venv_python("atroposlib")
+    proc = subprocess.run(
+        [servers_python, "-c", script, str(directory)], capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    return directory
+
+
+@pytest.fixture(scope="session")
+def atropos_bridge(django_db_setup, tmp_path_factory):
+    """`evalhub-atropos` serving tests/support/env_servers/atropos_env.py:WeatherEnv, offline
+    (HF_HUB_OFFLINE) with a tokenizer built locally; yields its base URL."""
+    venv_python("atroposlib")
+    tokenizer = build_tokenizer(tmp_path_factory.mktemp("tokenizer"))
+    config = tmp_path_factory.mktemp("atropos") / "config.json"
+    config.write_text(json.dumps({"env": {"tokenizer_name": str(tokenizer)}}))
+    script = str(ROOT / ".venv-env" / "atroposlib" / "bin" / "evalhub-atropos")
+    argv = [script, "tests.support.env_servers.atropos_env:WeatherEnv", "--config", str(config),
+            "--port", "{port}", "--items", "4"]  # fmt: skip
+    proc, base = start_server(
+        "atropos", argv, ready_path="/health", HF_HUB_OFFLINE="1", WANDB_MODE="disabled"
+    )
+    yield base
+    proc.stop()
+
+
+@pytest.fixture
+def evalhub(transactional_db, celery_queue, fake_upstream, worker_factory):
+    """Web (API + interceptor, provider `openai` at the fake) and one worker; yields
+    (base URL, auth headers)."""
+    web, base = servers.start_web(
+        EVALHUB_CELERY_QUEUE=celery_queue,
+        OPENAI_BASE_URL=fake_upstream.url,
+        OPENAI_API_KEY=SERVER_KEY,
+    )
+    worker_factory(
+        EVALHUB_PUBLIC_URL=base,
+        EVALHUB_ROLLOUT_BACKOFF_S="0.05",
+        EVALHUB_ROLLOUT_BACKOFF_MAX_S="0.2",
+    )
+    _, key = api_key_create_for_username(username="envs")
+    yield base, {"Authorization": f"Bearer {key}"}
+    web.stop()
+
+
+def job_run(base: str, headers: dict[str, str], body: dict, *, timeout: float = 120) -> dict:
+    """POST the job, wait for it to end; its status and results."""
+    created = httpx.post(f"{base}/api/eval/jobs", json=body, headers=headers, timeout=30)
+    assert created.status_code == 201, created.text
+    job_id = created.json()["job_id"]
+
+    def ended():
+        status = httpx.get(f"{base}/api/eval/jobs/{job_id}", headers=headers, timeout=30).json()
+        return status if status["status"] in ("completed", "failed", "cancelled") else None
+
+    status = servers.wait_until(ended, timeout=timeout, interval=0.3, what=f"job {job_id}")
+    results = httpx.get(f"{base}/api/eval/jobs/{job_id}/results", headers=headers, timeout=30)
+    return {"job_id": job_id, "status": status, "results": results.json()}
