@@ -8,8 +8,8 @@ from datetime import datetime
 
 from django.db.models import Count, Q, Sum
 
-from traces.models import BUDGET_EXCEEDED, RETRIED_MARK, ROLLOUT_LIMIT_EXCEEDED, LLMCall
 from jobs.models import AttemptStatus, JudgeStatus, RolloutAttempt, SeedRun
+from traces.models import BUDGET_EXCEEDED, RETRIED_MARK, ROLLOUT_LIMIT_EXCEEDED, LLMCall
 
 
 @dataclass(frozen=True)
@@ -93,6 +93,8 @@ def attempt_spent(*, attempt_id: int) -> tuple[int, int, float]:
         .aggregate(calls=Count("id"), tokens=Sum("total_tokens"), cost=Sum("cost_usd"))
     )
     return row["calls"] or 0, row["tokens"] or 0, row["cost"] or 0.0
+
+
 def judge_access_get(*, token_hash: str) -> AttemptAccess | None:
     """A verifier judge's token (on its seed run while it judges): its calls go to the
     verifier's `backend_provider` (else the policy's provider) and are recorded as the judge's,

@@ -90,6 +90,8 @@ def signed(value: float | None) -> str:
     if abs(value) < 1e-12:
         return "0.000"
     return f"+{value:.3f}" if value > 0 else f"−{-value:.3f}"
+
+
 @register.simple_tag
 def event_types() -> str:
     """The job event types, for the pages' event-stream listeners (EventSource hears only the

@@ -40,8 +40,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import time
 import re
+import time
 from typing import Any
 
 from starlette.applications import Starlette
