@@ -174,6 +174,17 @@ document.addEventListener("DOMContentLoaded", () => {
     const msg = e.target.dataset && e.target.dataset.confirm;
     if (msg && !window.confirm(msg)) e.preventDefault();
   });
+  // A filter form leaves out its empty fields: `?status=failed`, not `?status=failed&q=&tag=`.
+  document.addEventListener("submit", (e) => {
+    const form = e.target;
+    if (e.defaultPrevented || !form.matches || !form.matches("form[data-autosubmit]")) return;
+    e.preventDefault();
+    const params = new URLSearchParams();
+    for (const [name, value] of new FormData(form)) if (value !== "") params.append(name, value);
+    const target = new URL(form.action);  // keeps an anchor such as #seeds
+    target.search = params.toString();
+    window.location.assign(target.toString());
+  });
   // Delegated: the live results section is replaced while the job runs.
   document.addEventListener("change", (e) => {
     const el = e.target;
