@@ -113,6 +113,7 @@ def settings_view(env: dict[str, str]) -> SimpleNamespace:
         PORT=int(env.get("PORT", "8000")),
         DATA_DIR=data_dir,
         EVALHUB_WORKER_CONCURRENCY=int(env.get("EVALHUB_WORKER_CONCURRENCY", "8")),
+        EVALHUB_WEB_CONCURRENCY=int(env.get("EVALHUB_WEB_CONCURRENCY", str(os.cpu_count() or 1))),
     )
 
 

@@ -95,15 +95,21 @@ class ClientPool:
 
 
 class InterceptorProbe:
-    """Is our own interceptor answering? A rollout that failed while it was not failed
-    because of us (a web process restarting), whatever the task app answered. Any HTTP answer
-    but a gateway's 502-504 means it is up; the answer is trusted for PROBE_TTL_S."""
+    """Is our own interceptor answering, and since when? A rollout that failed while it was
+    down, or across its restart, failed because of us (a web process restarting), whatever the
+    task app answered. Any HTTP answer but a gateway's 502-504 means it is up; its
+    `tokens.STARTED_HEADER` says when its process started. Trusted for PROBE_TTL_S."""
 
     def __init__(self, client: httpx.AsyncClient):
         self.client = client
         self.url = tokens.interceptor_root_url()
         self.checked_at = -PROBE_TTL_S
         self.up = True
+        self.started_at = 0.0
+
+    async def lost_since(self, since: float) -> bool:
+        """Was the interceptor down, or restarted, after `since` (Unix seconds)?"""
+        return not await self.reachable() or self.started_at > since
 
     async def reachable(self) -> bool:
         if time.monotonic() - self.checked_at < PROBE_TTL_S:
@@ -111,6 +117,8 @@ class InterceptorProbe:
         try:
             resp = await self.client.get(self.url, timeout=PROBE_TIMEOUT_S)
             self.up = resp.status_code not in (502, 503, 504)
+            with contextlib.suppress(ValueError):
+                self.started_at = float(resp.headers.get(tokens.STARTED_HEADER) or 0)
         except httpx.HTTPError:
             self.up = False
         self.checked_at = time.monotonic()
@@ -324,7 +332,7 @@ class JobRunner:
         """Retry later when the failure is transient and attempts are left; else the result.
         A failure while our own interceptor could not be reached is ours, not the task
         app's: retried without using up the task app's attempts."""
-        if not await self.interceptor.reachable():
+        if await self.interceptor.lost_since(time.time() - latency_ms / 1000):
             await self._lost(seed_run, attempt_id, error, latency_ms)
             return
         end = leases.AttemptEnd(

@@ -14,6 +14,9 @@ import secrets
 from django.conf import settings
 
 INTERCEPTOR_PATH = "/api/interceptor/v1/"
+# On the interceptor root's answer: when this web process started (Unix seconds). A rollout that
+# failed across a restart of the interceptor failed because of us, even if it is back now.
+STARTED_HEADER = "x-evalhub-interceptor-started"
 # Tokens carry a prefix so the redactor finds them anywhere (a task app may echo one in any
 # text, not only in a URL): "ehi_" + 43 URL-safe characters.
 TOKEN_PREFIX = "ehi_"

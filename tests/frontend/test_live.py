@@ -49,7 +49,10 @@ def test_the_jobs_list_json_carries_each_figure_as_shown(alice):
     }
     page = web.get("/").content.decode()
     assert 'data-event-seq="1"' in page  # the created event: the page listens after it
-    assert 'title="Mean score of the seeds that succeeded so far.' in page
+    assert (
+        'title="Mean score over every finished sample (succeeded or failed), a failed sample'
+        in page
+    )
 
 
 def test_the_event_stream_takes_the_session_of_the_jobs_owner_only(alice, django_user_model):

@@ -150,7 +150,9 @@ def test_malformed_answer_is_retried_once_then_an_error_never_zero(stack):
         assert len(judge_calls(bad)[row["seed"]]) == 2  # the answer, and the one retry
         assert row["judge_tokens"] == 2 * sum(JUDGE_USAGE.values())
     assert bad_results["summary"]["num_verifier_errors"] == 2
-    assert bad_results["summary"]["mean_score"] is None
+    # No sample has a score: none is made up (the mean that counts them 0 says how many).
+    assert bad_results["summary"]["mean_score_scored"] is None
+    assert bad_results["summary"]["num_scored"] == 0
     (row,) = once_results["results"]
     first, retry = judge_calls(once)[3]
     assert row["judge_status"] == "done"

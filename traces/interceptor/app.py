@@ -39,13 +39,14 @@ from traces.interceptor.routes import (
 )
 from traces.interceptor.writer import CallWriter
 from traces.redaction import RedactingFilter, server_redactor
-from traces.tokens import INTERCEPTOR_PATH
+from traces.tokens import INTERCEPTOR_PATH, STARTED_HEADER
 
 
 class Interceptor:
     """Holds no process-wide state until `startup()`; the ASGI lifespan calls it."""
 
     def __init__(self) -> None:
+        self.started = [(STARTED_HEADER.encode(), f"{time.time():.3f}".encode())]
         db = DbThreads()
         self.tokens = TokenCache(db)
         self.budgets = Budgets(db)
@@ -91,7 +92,10 @@ class Interceptor:
                 await self._call(scope, token, route, receive, send)
         except InterceptorError as exc:
             anthropic = route is not None and route.kind == "anthropic"
-            await send_json(send, exc.status, exc.body(anthropic=anthropic), retry=False)
+            headers = self.started if not token else None  # the root: the workers' probe
+            await send_json(
+                send, exc.status, exc.body(anthropic=anthropic), headers=headers, retry=False
+            )
 
     async def _models(self, token: str, send) -> None:
         access = await self.tokens.access(token)
