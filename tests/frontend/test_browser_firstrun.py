@@ -144,3 +144,31 @@ def test_the_raw_exchange_of_a_call_unfolds_and_copies(page, dashboard_user):
     expect(raw.get_by_role("button", name="Copied")).to_have_count(1)
     copied = page.evaluate("navigator.clipboard.readText()")
     assert json.loads(copied)["messages"][0]["content"] == job_rows.SYSTEM
+
+
+def test_search_over_the_seeds_finds_error_text_and_message_content(page, dashboard_user):
+    with orm_allowed():
+        job = job_rows.job_make(owner=dashboard_user, seeds=list(range(6)))
+        job_rows.job_start(job=job)
+        for run in SeedRun.objects.filter(job=job).order_by("seed"):
+            error = (
+                "task app answered HTTP 422: no weather station in Atlantis"
+                if run.seed == 4
+                else None
+            )
+            job_rows.seed_complete(seed_run=run, score=0.5, error=error)
+        job_rows.job_finish(job=job)
+    sign_in(page, path=f"/jobs/{job.id}/")
+    rows = page.locator("table.seeds tbody tr")
+    expect(rows).to_have_count(6)
+    search = page.get_by_label("Search the seeds")
+    search.fill("atlantis")
+    search.press("Enter")
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_have_attribute("data-seed", "4")
+    search.fill("Seed 2: what is")  # the user message of seed 2's conversation
+    search.press("Enter")
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_have_attribute("data-seed", "2")
+    rows.first.locator("a").click()  # the search is carried to the seed page
+    expect(page.get_by_role("link", name="Table (1 of 1)")).to_be_visible()
