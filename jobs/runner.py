@@ -184,7 +184,8 @@ class JobRunner:
         # Claim in batches when many rollouts are in flight: one claim per finished rollout
         # would make the claim query the bottleneck of a fast task app.
         batch = max(1, self.cap // 8)
-        last_look = last_renew = last_claim = last_invite = 0.0
+        last_look = last_renew = last_claim = 0.0
+        inviter = sharing.Inviter(self.job_id)  # idle workers join (jobs.sharing)
         while True:
             # Cleared before looking, so a rollout ending while we look wakes the wait below.
             self._changed.clear()
@@ -198,9 +199,8 @@ class JobRunner:
                 if status != JobStatus.RUNNING:
                     await self._abort_all(cancelled=status == JobStatus.CANCELLED)
                     return
-            if now - last_invite >= sharing.INVITE_S:  # idle workers join (jobs.sharing)
-                last_invite = now
-                await self._db(sharing.job_invite_workers, job_id=self.job_id)
+            if inviter.due(now):
+                await self._db(inviter.invite, now=now)
             free = self.cap - len(self.in_flight)
             if free >= batch or (free > 0 and now - last_claim >= POLL_S):
                 last_claim = now

@@ -1,7 +1,7 @@
 """Sharing jobs between worker processes: idle workers join running jobs.
 
 A job starts with one runner (one Celery message). While it runs, its runners look every
-INVITE_S at whether it could use more hands: seeds waiting to be claimed, and fewer worker
+INVITE_S (longer while nobody comes, see `Inviter`) at whether it could use more hands: seeds waiting to be claimed, and fewer worker
 processes running it than there are live workers (by their heartbeats). Then they send one
 more runner of the job (a `join` message); a worker process that already runs the job drops
 it at once (`local_runner`), any other starts a runner, which claims its fair share of the job's
@@ -26,8 +26,9 @@ from jobs.models import SeedRun, SeedStatus
 
 log = logging.getLogger(__name__)
 
-# How often a runner asks whether its job could use another worker.
+# How often a runner asks whether its job could use another worker (at most; see Inviter).
 INVITE_S = 2.0
+INVITE_MAX_S = 60.0
 
 _local_lock = threading.Lock()
 _local_jobs: dict[str, int] = {}
@@ -61,28 +62,55 @@ def runner_processes(*, job_id: str) -> set[str]:
     return {owner.rsplit(":", 1)[0] for owner in owners}
 
 
-def job_wants_workers(*, job_id: str, live_workers: int) -> bool:
+def job_wants_workers(*, job_id: str, live_workers: int, processes: int) -> bool:
     """Seeds of the job wait to be claimed now, and fewer processes run it than there are
     live workers."""
-    if live_workers <= 1:
+    if processes >= live_workers:
         return False
     waiting = SeedRun.objects.filter(job_id=job_id, status=SeedStatus.PENDING).filter(
         Q(not_before__isnull=True) | Q(not_before__lte=timezone.now())
     )
-    return waiting.exists() and len(runner_processes(job_id=job_id)) < live_workers
+    return waiting.exists()
 
 
-def job_invite_workers(*, job_id: str) -> bool:
-    """Send one more runner of the job when it wants workers; True when one was sent."""
+def _live_workers() -> int:
     try:
-        live = len(heartbeats.live_workers()) if heartbeats.supported() else 0
-    except Exception:  # the broker is down: nobody could take the message anyway
-        return False
-    if not job_wants_workers(job_id=job_id, live_workers=live):
-        return False
-    try:
-        app.send_task(JOB_RUN_TASK, args=[job_id], kwargs={"join": True})
-    except Exception:
-        log.warning("job %s: could not invite another worker", job_id, exc_info=True)
-        return False
-    return True
+        return len(heartbeats.live_workers()) if heartbeats.supported() else 0
+    except Exception:  # the broker is down: nobody could take a message anyway
+        return 0
+
+
+class Inviter:
+    """A runner's invitations: one every INVITE_S while its job wants workers; when one did not
+    bring another process (every worker's threads are busy), the next waits twice as long, up
+    to INVITE_MAX_S, so invitations nobody can take do not pile up in the queue."""
+
+    def __init__(self, job_id: str):
+        self.job_id = job_id
+        self.interval = INVITE_S
+        self.next_at = 0.0
+        self.processes_before: int | None = None
+
+    def due(self, now: float) -> bool:
+        return now >= self.next_at
+
+    def invite(self, *, now: float) -> bool:
+        """Send one more runner of the job if it wants workers; True when one was sent."""
+        processes = len(runner_processes(job_id=self.job_id))
+        if self.processes_before is not None and processes <= self.processes_before:
+            self.interval = min(self.interval * 2, INVITE_MAX_S)
+        else:
+            self.interval = INVITE_S
+        self.next_at = now + self.interval
+        wanted = job_wants_workers(
+            job_id=self.job_id, live_workers=_live_workers(), processes=processes
+        )
+        self.processes_before = processes if wanted else None
+        if not wanted:
+            return False
+        try:
+            app.send_task(JOB_RUN_TASK, args=[self.job_id], kwargs={"join": True})
+        except Exception:
+            log.warning("job %s: could not invite another worker", self.job_id, exc_info=True)
+            return False
+        return True
