@@ -57,6 +57,8 @@ def settings_problems(
     model = policy.get("model")
     if not isinstance(model, str) or not model.strip():
         problems["policy"] = f"a {kind} job needs policy.model: evalhub calls the model itself"
+    elif not isinstance(policy.get("extra_body", {}), dict):
+        problems["policy"] = "extra_body must be an object (fields added to each model call)"
     if why := _loop_problem(env_config):
         problems["env_config"] = why
     elif kind == OPENENV and (why := _openenv_problem(env_config)):

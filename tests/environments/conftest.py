@@ -42,7 +42,8 @@ def start_server(name: str, argv: list[str], *, ready_path: str, **env: str):
         except httpx.HTTPError:
             return False
 
-    servers.wait_until(up, timeout=120, interval=0.2, what=f"{name} to start")
+    # OpenEnv imports gradio at start: about a minute on a busy 2-core machine.
+    servers.wait_until(up, timeout=240, interval=0.2, what=f"{name} to start")
     return proc, base
 
 

@@ -18,6 +18,11 @@ def post(client, **fields):
     [
         ({"task_app_kind": "gym"}, "task_app_kind", "not a valid choice"),
         ({"task_app_kind": "mcp_gym", "policy": {}}, "policy", "policy.model"),
+        (
+            {"task_app_kind": "mcp_gym", "policy": {**MODEL, "extra_body": [1]}},
+            "policy",
+            "extra_body",
+        ),  # fmt: skip
         ({"task_app_kind": "openenv"}, "env_config", "mode must be one of"),
         (
             {"task_app_kind": "openenv", "env_config": {"mode": "rollout_tool"}},

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
 
 from jobs.environments.loop import PLACEHOLDER_KEY
 from jobs.models import SeedRun
@@ -41,6 +43,12 @@ def test_the_bridge_scores_each_seeds_item_with_the_environments_reward(
         assert city in messages[1]["content"]
         assert messages[2]["tool_calls"][0]["function"]["name"] == "get_weather"
         assert json.loads(messages[3]["content"])["city"] == "Paris"
+    # The seed page lists the trajectory's tool call with its result.
+    page = Client()
+    page.force_login(get_user_model().objects.get(username="envs"))
+    html = page.get(f"/jobs/{run['job_id']}/seeds/1/").content.decode()
+    assert html.count('class="toolcall toolexec"') == 1 and "get_weather" in html
+    assert "temperature" in html
     calls = [r for r in fake_upstream.received if r["path"].endswith("/chat/completions")]
     assert len(calls) == 2 * len(seeds)  # no health-check call was billed
     for call in calls:
