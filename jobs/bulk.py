@@ -34,7 +34,7 @@ def seed_runs_insert(*, job: EvalJob, seeds: Sequence[int], repeats: int = 1) ->
         f"{quote(SeedRun._meta.db_table)} ({', '.join(quote(f.column) for f in fields)})"
     )
     if connection.vendor == "postgresql":
-        _copy(connection, table_columns, values, seed_at, seeds)
+        _copy(connection, table_columns, values, (seed_at, repeat_at), samples)
         return
     head = f"INSERT INTO {table_columns} VALUES "
     row_sql = "(" + ", ".join(["%s"] * len(fields)) + ")"
@@ -50,13 +50,13 @@ def seed_runs_insert(*, job: EvalJob, seeds: Sequence[int], repeats: int = 1) ->
             cursor.execute(head + ", ".join([row_sql] * len(batch)), params)
 
 
-def _copy(connection, table_columns: str, values: list, seed_at: int, seeds: Sequence[int]):
+def _copy(connection, table_columns: str, values: list, at: tuple[int, int], samples: list):
     """PostgreSQL: COPY, which takes rows as fast as they are written (psycopg formats them
     in C), where INSERT's parameters are quoted one by one."""
     with (
         connection.cursor() as cursor,
         cursor.cursor.copy(f"COPY {table_columns} FROM STDIN") as copy,
     ):
-        for seed in seeds:
-            values[seed_at] = seed
+        for seed, repeat in samples:
+            values[at[0]], values[at[1]] = seed, repeat
             copy.write_row(values)
