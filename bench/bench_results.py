@@ -23,16 +23,10 @@ import time
 from pathlib import Path
 
 import httpx
+from bench_traces_zip import vm_kib  # a sibling: run as bench/bench_results.py
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-
-
-def vm_kib(pid: int, field: str) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise RuntimeError(f"{field} not in /proc/{pid}/status")
 
 
 def fill_results(job_id: str) -> None:

@@ -15,7 +15,6 @@ import asyncio
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,6 +23,7 @@ import uuid
 from pathlib import Path
 
 import httpx
+from bench_interceptor import free_port, wait_up  # a sibling: run as bench/bench_routes.py
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -40,25 +40,6 @@ ROUTES = {
     "embeddings": ("/embeddings", "openai", {"model": "text-embedding-3-small", "input": SAID}),
 }  # fmt: skip
 STREAMED = ("responses", "messages", "completions")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_up(url: str, proc: subprocess.Popen) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"{url}: process exited with {proc.returncode}")
-        try:
-            httpx.get(url, timeout=1)
-            return
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    raise SystemExit(f"{url} did not come up")
 
 
 def setup_attempts() -> dict[str, str]:
