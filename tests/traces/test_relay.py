@@ -5,22 +5,51 @@ from __future__ import annotations
 
 import asyncio
 
-import httpx
+from aiohttp import web
 
 from traces.interceptor import relay
+from traces.interceptor.clients import UpstreamClient
 from traces.redaction import server_redactor
 from traces.services import CallRecord
 
 KEY = "sk-provider-key-that-must-stay-0042"
 
 
-class Chunks(httpx.AsyncByteStream):
-    def __init__(self, chunks: list[bytes]):
-        self.chunks = chunks
+async def relay_from_provider(chunks: list[bytes], record: CallRecord, send) -> None:
+    """Serve `chunks` as a stream from a provider on a loopback port, written apart, and relay
+    what the interceptor's client reads of it."""
 
-    async def __aiter__(self):
-        for chunk in self.chunks:
-            yield chunk
+    async def stream(request):
+        resp = web.StreamResponse(headers={"content-type": "text/event-stream"})
+        await resp.prepare(request)
+        for chunk in chunks:
+            await resp.write(chunk)
+            await asyncio.sleep(0.05)
+        await resp.write_eof()
+        return resp
+
+    async def receive():
+        await asyncio.sleep(3600)
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", stream)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    client = UpstreamClient()
+    try:
+        resp = await client.request(
+            "POST", f"http://127.0.0.1:{port}/v1/chat/completions", headers={}, body=b"{}"
+        )
+        try:
+            await relay.relay_stream(record, resp, receive, send, 0.0, False)
+        finally:
+            await resp.aclose()
+    finally:
+        await client.aclose()
+        await runner.cleanup()
 
 
 def test_a_key_split_across_chunks_of_a_stream_is_masked(settings):
@@ -29,21 +58,17 @@ def test_a_key_split_across_chunks_of_a_stream_is_masked(settings):
     event = f'data: {{"choices":[{{"delta":{{"content":"my key is {KEY}"}}}}]}}\n\n'.encode()
     cut = event.index(KEY.encode()) + 10
     stream = [event[:cut], event[cut:], b"data: [DONE]\n\n"]
-    resp = httpx.Response(200, stream=Chunks(stream), headers={"content-type": "text/event-stream"})
     sent: list[dict] = []
 
     async def send(message):
         sent.append(message)
-
-    async def receive():
-        await asyncio.sleep(3600)
 
     record = CallRecord(
         attempt_id=1, job_id="j", provider="openai", price_provider=None, request={},
         started_at=None, stream=True,
     )  # fmt: skip
     try:
-        asyncio.run(relay.relay_stream(record, resp, receive, send, 0.0, False))
+        asyncio.run(relay_from_provider(stream, record, send))
     finally:
         server_redactor.cache_clear()
     body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")

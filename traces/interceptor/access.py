@@ -46,17 +46,16 @@ class TokenCache:
     async def access(self, token: str) -> selectors.AttemptAccess:
         """The attempt behind `token`; 401 for an unknown token, 410 once its attempt ended
         more than EVALHUB_INTERCEPTOR_GRACE_S ago."""
-        digest = token_hash(token)
         now = time.monotonic()
-        hit = self._tokens.get(digest)
+        hit = self._tokens.get(token)
         if hit is not None and hit[0] > now:
             access = hit[1]
         else:
-            access = await self._db.read(selectors.attempt_access_get, token_hash=digest)
+            access = await self._db.read(selectors.attempt_access_get, token_hash=token_hash(token))
             if len(self._tokens) > _MAX_CACHED_TOKENS:
                 self._tokens = {k: v for k, v in self._tokens.items() if v[0] > now}
             ttl = settings.EVALHUB_INTERCEPTOR_TOKEN_TTL_S if access else _NEGATIVE_TTL_S
-            self._tokens[digest] = (now + ttl, access)
+            self._tokens[token] = (now + ttl, access)
         if access is None:
             raise InterceptorError(401, "invalid_token", "Unknown interceptor token.")
         # A judge's token (jobs/verifier/) rides on the judged attempt, long ended: it is open

@@ -11,14 +11,14 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-import httpx
+import orjson
 from django.conf import settings
 
 from traces import selectors, services
 from traces.interceptor.access import TokenCache
 from traces.interceptor.asgi import pass_headers, read_body, send_json
 from traces.interceptor.budgets import Budgets
-from traces.interceptor.clients import ClientShards
+from traces.interceptor.clients import UPSTREAM_ERRORS, UpstreamClient
 from traces.interceptor.dbthreads import DbThreads
 from traces.interceptor.errors import (
     InterceptorError,
@@ -51,7 +51,7 @@ class Interceptor:
         self.tokens = TokenCache(db)
         self.budgets = Budgets(db)
         self.limits = RolloutLimits(db)
-        self.clients = ClientShards()
+        self.client = UpstreamClient()
         self.rates = RateLimits()
         self.writer = CallWriter(on_built=self._count)
 
@@ -73,7 +73,7 @@ class Interceptor:
 
     async def aclose(self) -> None:
         self.tokens.close()
-        await self.clients.aclose()
+        await self.client.aclose()
         await asyncio.get_running_loop().run_in_executor(None, self.writer.flush)
 
     async def __call__(self, scope, receive, send) -> None:
@@ -102,12 +102,16 @@ class Interceptor:
         upstream = upstream_of(access.provider)
         try:
             models = "/v1/models" if upstream.get("kind") == "anthropic" else "/models"
-            resp = await self.clients.next().get(
-                f"{upstream['base_url']}{models}", headers=upstream_headers(upstream, [])
+            resp = await self.client.request(
+                "GET", f"{upstream['base_url']}{models}", headers=upstream_headers(upstream, [])
             )
-        except httpx.HTTPError as exc:
+            try:
+                content = await resp.aread()
+            finally:
+                await resp.aclose()
+        except UPSTREAM_ERRORS as exc:
             raise upstream_failure(exc) from exc
-        body = server_redactor().raw(resp.content)
+        body = server_redactor().raw(content)
         if resp.status_code >= 400 and not is_openai_error(body):
             body = error_body(f"The provider answered {resp.status_code}.", "upstream_error")
         await send_json(send, resp.status_code, body, headers=pass_headers(resp))
@@ -137,7 +141,7 @@ class Interceptor:
         strip_usage = False
         if route.asks_usage:
             body, strip_usage = with_usage_asked(record, body)
-        opener = Opener(self.clients.next(), self.rates, self.submit)
+        opener = Opener(self.client, self.rates, self.submit)
         try:
             await forward(
                 record,
@@ -154,9 +158,12 @@ class Interceptor:
 
 def _request(body: bytes) -> dict[str, Any]:
     try:
-        request = json.loads(body)
-    except ValueError:
-        request = None
+        request = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        try:  # what orjson refuses and Python reads: NaN, integers past 64 bits
+            request = json.loads(body)
+        except ValueError:
+            request = None
     if not isinstance(request, dict):
         raise InterceptorError(400, "invalid_request_error", "The body must be a JSON object.")
     return request

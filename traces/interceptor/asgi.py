@@ -3,8 +3,7 @@ provider's headers go back to the caller."""
 
 from __future__ import annotations
 
-import httpx
-
+from traces.interceptor.clients import UpstreamResponse
 from traces.interceptor.errors import InterceptorError
 
 # Response headers of the upstream worth handing on; everything else (cookies, encodings,
@@ -44,10 +43,10 @@ def _too_large(limit: int) -> str:
     return f"The request body is larger than {limit} bytes (EVALHUB_MAX_REQUEST_BYTES)."
 
 
-def pass_headers(resp: httpx.Response) -> list[tuple[bytes, bytes]]:
+def pass_headers(resp: UpstreamResponse) -> list[tuple[bytes, bytes]]:
     return [
         (name.lower(), value)
-        for name, value in resp.headers.raw
+        for name, value in resp.raw_headers
         if name.lower() in _PASS_HEADERS or name.lower().startswith(b"x-ratelimit-")
     ]
 

@@ -1,47 +1,101 @@
-"""The pooled HTTP client to the providers, split in shards taken in turn.
+"""The HTTP client to the providers: one pooled aiohttp session per web process.
 
-httpcore checks every connection of a pool (a poll() per idle socket) on each request and each
-response close, so with dozens of connections in flight that bookkeeping outweighed the
-forwarding itself; a few smaller pools keep it short (8 shards took the CPU per call at 32
-callers from 1.5 to 1.2 ms)."""
+aiohttp's client, not httpx: forwarding the same call through a bare ASGI proxy costs well
+under half the CPU with aiohttp (`bench/bare_proxy.py --client aiohttp` against the httpx
+floor, in one `make bench` run); httpcore also checks every pooled connection on each request
+and each close, which grows with the connections in flight. The rest of the project keeps httpx.
+
+`UpstreamResponse` is the one view of a provider's answer the relay and the retries read.
+"""
 
 from __future__ import annotations
 
-import httpx
+import asyncio
+
+import aiohttp
 from django.conf import settings
 
-SHARDS = 8
+# What failing to reach, or to read, a provider raises.
+UPSTREAM_ERRORS: tuple[type[BaseException], ...] = (aiohttp.ClientError, asyncio.TimeoutError)
+# Failures that happen before the request left: safe to try again.
+NOT_SENT_ERRORS: tuple[type[BaseException], ...] = (
+    aiohttp.ClientConnectorError,
+    aiohttp.ConnectionTimeoutError,
+)
 
 
-class ClientShards:
-    def __init__(self) -> None:
-        self._clients: list[httpx.AsyncClient] | None = None
-        self._next = 0
+def is_timeout(exc: BaseException) -> bool:
+    return isinstance(exc, asyncio.TimeoutError)
 
-    def next(self) -> httpx.AsyncClient:
-        if self._clients is None:
-            self._clients = [_client() for _ in range(SHARDS)]
-        self._next = (self._next + 1) % SHARDS
-        return self._clients[self._next]
+
+class UpstreamResponse:
+    """A provider's answer whose body has not been read yet."""
+
+    __slots__ = ("_resp", "status_code", "headers")
+
+    def __init__(self, resp: aiohttp.ClientResponse):
+        self._resp = resp
+        self.status_code = resp.status
+        self.headers = resp.headers
+
+    @property
+    def raw_headers(self) -> tuple[tuple[bytes, bytes], ...]:
+        return self._resp.raw_headers
+
+    async def aread(self) -> bytes:
+        return await self._resp.read()
+
+    def aiter_bytes(self):
+        """The body as it arrives (decoded if the provider compressed it)."""
+        return self._resp.content.iter_any()
 
     async def aclose(self) -> None:
-        clients, self._clients = self._clients or [], None
-        for client in clients:
-            await client.aclose()
+        # A body read to its end leaves the connection to the pool; one left midway (the caller
+        # hung up) closes it, which stops the generation the provider would bill.
+        if self._resp.content.at_eof():
+            self._resp.release()
+        else:
+            self._resp.close()
 
 
-def _client() -> httpx.AsyncClient:
-    per_shard = max(1, settings.EVALHUB_INTERCEPTOR_MAX_CONNECTIONS // SHARDS)
-    return httpx.AsyncClient(
-        timeout=httpx.Timeout(
-            settings.EVALHUB_INTERCEPTOR_READ_TIMEOUT_S,
-            connect=settings.EVALHUB_INTERCEPTOR_CONNECT_TIMEOUT_S,
-        ),
-        limits=httpx.Limits(
-            max_connections=per_shard,
-            max_keepalive_connections=min(per_shard, 50),
-            keepalive_expiry=30.0,
-        ),
-        follow_redirects=False,
-        trust_env=False,
-    )
+class UpstreamClient:
+    """Made lazily, inside the event loop that uses it."""
+
+    def __init__(self) -> None:
+        self._session: aiohttp.ClientSession | None = None
+
+    async def request(
+        self, method: str, url: str, *, headers: dict[str, str], body: bytes | None = None
+    ) -> UpstreamResponse:
+        resp = await self._open().request(
+            method, url, data=body, headers=headers, allow_redirects=False
+        )
+        return UpstreamResponse(resp)
+
+    def _open(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            read = settings.EVALHUB_INTERCEPTOR_READ_TIMEOUT_S
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(
+                    limit=settings.EVALHUB_INTERCEPTOR_MAX_CONNECTIONS,
+                    limit_per_host=0,
+                    keepalive_timeout=30.0,
+                ),
+                # `sock_read` bounds each wait for the provider's next bytes; `connect` the
+                # wait for a pooled connection plus opening one.
+                timeout=aiohttp.ClientTimeout(
+                    total=None,
+                    connect=read,
+                    sock_connect=settings.EVALHUB_INTERCEPTOR_CONNECT_TIMEOUT_S,
+                    sock_read=read,
+                ),
+                # A provider's cookies are never kept, nor sent with another rollout's call.
+                cookie_jar=aiohttp.DummyCookieJar(),
+                trust_env=False,
+            )
+        return self._session
+
+    async def aclose(self) -> None:
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()

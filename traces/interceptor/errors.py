@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import httpx
+from traces.interceptor.clients import is_timeout
 
 
 class InterceptorError(Exception):
@@ -38,10 +38,10 @@ def is_openai_error(body: bytes) -> bool:
     return isinstance(data, dict) and "error" in data
 
 
-def upstream_failure(exc: httpx.HTTPError, *, answering: bool = False) -> InterceptorError:
+def upstream_failure(exc: BaseException, *, answering: bool = False) -> InterceptorError:
     """The one mapping of a failure to reach or read the provider: a timeout is 504, anything
     else 502. `answering`: the provider had begun its answer (headers came) when it failed."""
-    timeout = isinstance(exc, httpx.TimeoutException)
+    timeout = is_timeout(exc)
     if answering:
         type_ = "upstream_timeout" if timeout else "upstream_error"
         message = f"The provider's answer {'stalled' if timeout else 'was cut off'}."

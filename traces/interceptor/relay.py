@@ -16,9 +16,8 @@ import re
 import time
 from collections.abc import Awaitable, Callable
 
-import httpx
-
 from traces.interceptor.asgi import pass_headers, send_json
+from traces.interceptor.clients import UPSTREAM_ERRORS, UpstreamResponse
 from traces.interceptor.errors import error_body, is_openai_error, upstream_failure
 from traces.redaction import server_redactor
 from traces.services import CallRecord
@@ -45,12 +44,12 @@ def with_usage_asked(record: CallRecord, body: bytes) -> tuple[bytes, bool]:
     return json.dumps({**request, "stream_options": options}).encode(), True
 
 
-async def forward(record: CallRecord, open_: Callable[[], Awaitable[httpx.Response]], receive,
+async def forward(record: CallRecord, open_: Callable[[], Awaitable[UpstreamResponse]], receive,
                   send, t0: float, strip_usage: bool) -> None:  # fmt: skip
     """Relay what `open_` (the provider's answer, after any retries) brings."""
     try:
         resp = await open_()
-    except httpx.HTTPError as exc:
+    except UPSTREAM_ERRORS as exc:
         failure = upstream_failure(exc)
         record.http_status, record.error = failure.status, f"{failure.type}: {failure.message}"
         await send_json(send, failure.status, failure.body(anthropic=_anthropic(record)))
@@ -68,10 +67,10 @@ async def forward(record: CallRecord, open_: Callable[[], Awaitable[httpx.Respon
         await resp.aclose()
 
 
-async def relay_plain(record: CallRecord, resp: httpx.Response, send) -> None:
+async def relay_plain(record: CallRecord, resp: UpstreamResponse, send) -> None:
     try:
         data = await resp.aread()
-    except httpx.HTTPError as exc:
+    except UPSTREAM_ERRORS as exc:
         failure = upstream_failure(exc, answering=True)
         record.http_status, record.error = failure.status, f"{failure.type}: {type(exc).__name__}"
         await send_json(send, failure.status, failure.body(anthropic=_anthropic(record)))
@@ -89,7 +88,7 @@ async def relay_plain(record: CallRecord, resp: httpx.Response, send) -> None:
     await send_json(send, resp.status_code, data, headers=pass_headers(resp))
 
 
-async def relay_stream(record: CallRecord, resp: httpx.Response, receive, send, t0: float,
+async def relay_stream(record: CallRecord, resp: UpstreamResponse, receive, send, t0: float,
                        strip_usage: bool) -> None:  # fmt: skip
     record.response_is_sse = True
     # The body is read, so the next ASGI message is the caller hanging up: then stop reading
@@ -105,7 +104,7 @@ async def relay_stream(record: CallRecord, resp: httpx.Response, receive, send, 
     )
     try:
         await _pump(record, resp, send, hangup, raw, t0, strip_usage)
-    except httpx.HTTPError as exc:
+    except UPSTREAM_ERRORS as exc:
         record.http_status = 502
         record.error = f"stream_interrupted: the provider's stream broke off ({type(exc).__name__})"
         message = "The provider's stream broke off midway."

@@ -21,9 +21,13 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-import httpx
-
 from evalhub.providers import DEFAULT_MAX_RETRIES
+from traces.interceptor.clients import (
+    NOT_SENT_ERRORS,
+    UPSTREAM_ERRORS,
+    UpstreamClient,
+    UpstreamResponse,
+)
 from traces.interceptor.routes import Route, upstream_headers, upstream_of
 from traces.models import RETRIED_MARK
 from traces.redaction import server_redactor
@@ -82,7 +86,7 @@ def tokens_estimate(request: dict[str, Any], body: bytes) -> int:
     return len(body) // CHARS_PER_TOKEN + cap
 
 
-def retry_wait(resp: httpx.Response | None, try_: int) -> float | None:
+def retry_wait(resp: UpstreamResponse | None, try_: int) -> float | None:
     """Seconds to wait before the next try; None when the provider asks for longer than
     MAX_RETRY_AFTER_S (or says not to retry): the caller gets this answer."""
     if resp is not None:
@@ -107,17 +111,17 @@ def _seconds(value: str | None, per_second: int) -> float | None:
 class Opener:
     """Opens the provider's answer to one call, with retries, queueing and fallback."""
 
-    def __init__(self, client: httpx.AsyncClient, limits: RateLimits, submit: Callable):
+    def __init__(self, client: UpstreamClient, limits: RateLimits, submit: Callable):
         self.client, self.limits, self.submit = client, limits, submit
 
     async def open(self, record: CallRecord, route: Route, upstream: dict, body: bytes,
-                   scope_headers) -> httpx.Response:  # fmt: skip
+                   scope_headers) -> UpstreamResponse:  # fmt: skip
         """The response to relay (an answer, or the last failure); raises the last
-        httpx.HTTPError when the last try could not reach its provider."""
+        of UPSTREAM_ERRORS when the last try could not reach its provider."""
         chain = [upstream]
         if upstream.get("fallback"):
             chain.append(upstream_of(upstream["fallback"]))
-        tokens = tokens_estimate(record.request, body)
+        tokens = tokens_estimate(record.request, body) if any(u.get("tpm") for u in chain) else 0
         for i, up in enumerate(chain):
             tries = up.get("max_retries", DEFAULT_MAX_RETRIES) + 1
             last_provider = i == len(chain) - 1
@@ -143,13 +147,11 @@ class Opener:
         """(the response to relay, None) or (None, seconds to wait) after a failed try."""
         last, last_provider = lasts
         url = f"{up['base_url']}{route.path}"
-        req = self.client.build_request(
-            "POST", url, content=body, headers=upstream_headers(up, scope_headers)
-        )
+        headers = upstream_headers(up, scope_headers)
         started = time.perf_counter()
         try:
-            resp = await self.client.send(req, stream=True)
-        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            resp = await self.client.request("POST", url, headers=headers, body=body)
+        except NOT_SENT_ERRORS as exc:
             # Only a call that never reached the provider is tried again: one that timed out
             # waiting for its answer may be generating (and billed) still.
             if last:
@@ -164,7 +166,7 @@ class Opener:
             return resp, None
         try:
             data = await resp.aread()
-        except httpx.HTTPError:
+        except UPSTREAM_ERRORS:
             data = b""
         finally:
             await resp.aclose()
