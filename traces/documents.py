@@ -7,12 +7,12 @@ by docs/trace.schema.json. Every value passes through a `Redactor` on the way ou
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import Any
 
 import orjson
-from django.db.models import Prefetch, QuerySet
+from django.db.models import Prefetch, Q, QuerySet
 
 from jobs.models import EvalJob, RolloutAttempt, SeedRun
 from jobs.scores import Scores
@@ -21,6 +21,7 @@ from traces.conversation import as_chat
 from traces.messages import first_choice, reasoning_of
 from traces.models import CallKind, LLMCall
 from traces.redaction import Redactor
+from traces.rows import decode, model_rows
 
 SCHEMA = "evalhub.trace/1"
 # What a pruned call keeps in place of its request (see traces.retention.traces_prune).
@@ -42,6 +43,47 @@ def seed_runs_with_calls(*, job: EvalJob) -> QuerySet[SeedRun]:
         .order_by("seed", "repeat")
         .prefetch_related(Prefetch("rollout_attempts", queryset=attempts))
     )
+
+
+def trace_rows(
+    *, job: EvalJob, statuses: Iterable[str], chunk_size: int
+) -> Iterator[tuple[Any, list[tuple[Any, list[Any]]]]]:
+    """(seed run, [(attempt, [LLM call, ...]), ...]) of the job's seed runs of these statuses, by
+    seed and repeat, attempts by number and calls by seq: what `trace_of` takes, read
+    `chunk_size` seed runs at a time (keyset pages, three queries a page) as `model_rows`."""
+    seed_runs = SeedRun.objects.filter(job=job, status__in=list(statuses)).order_by(
+        "seed", "repeat"
+    )
+    after: tuple[int, int] | None = None
+    while True:
+        page = seed_runs
+        if after is not None:
+            page = page.filter(Q(seed__gt=after[0]) | Q(seed=after[0], repeat__gt=after[1]))
+        chunk = list(model_rows(page[:chunk_size], decoded=False))
+        if not chunk:
+            return
+        attempts = model_rows(
+            RolloutAttempt.objects.filter(seed_run_id__in=[r.id for r in chunk]).order_by(
+                "seed_run_id", "number", "id"
+            )
+        )
+        by_run: dict[int, list[tuple[Any, list[Any]]]] = {}
+        by_attempt: dict[int, list[Any]] = {}
+        for attempt in attempts:
+            by_run.setdefault(attempt.seed_run_id, []).append(
+                (attempt, by_attempt.setdefault(attempt.id, []))
+            )
+        calls = LLMCall.objects.filter(attempt_id__in=list(by_attempt)).order_by(
+            "attempt_id", "seq", "id"
+        )
+        for call in model_rows(calls, decoded=False):
+            by_attempt[call.attempt_id].append(call)
+        for seed_run in chunk:  # decoded as it goes: the page waits as text
+            attempts = [(a, [decode(c) for c in calls]) for a, calls in by_run.get(seed_run.id, [])]
+            yield decode(seed_run), attempts
+        if len(chunk) < chunk_size:
+            return
+        after = (chunk[-1].seed, chunk[-1].repeat)
 
 
 def iso(value: datetime | None) -> str | None:
@@ -182,8 +224,17 @@ def seed_trace(
     """(result row as in /results, trace document) of one seed run."""
     if attempts is None:
         attempts = seed_runs_with_calls(job=job).get(pk=seed_run.pk).rollout_attempts.all()
-    attempts = sorted(attempts, key=lambda a: a.number)
-    pairs = [(attempt, call) for attempt in attempts for call in attempt.llm_calls.all()]
+    calls = [(attempt, list(attempt.llm_calls.all())) for attempt in attempts]
+    return trace_of(job=job, seed_run=seed_run, redactor=redactor, attempts=calls)
+
+
+def trace_of(
+    *, job: EvalJob, seed_run: Any, redactor: Redactor, attempts: list[tuple[Any, list[Any]]]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(result row, trace document) of a seed run given its attempts, each with its LLM calls
+    in order: model instances, or the rows `trace_rows` reads (the same attribute names)."""
+    attempts = sorted(attempts, key=lambda pair: pair[0].number)
+    pairs = [(attempt, call) for attempt, calls in attempts for call in calls]
     usage = totals.usage_from_calls(call for _, call in pairs if call.kind == CallKind.POLICY)
     judge = totals.usage_from_calls(call for _, call in pairs if call.kind == CallKind.JUDGE)
     row = totals.seed_result_row(seed_run, usage, judge)
@@ -211,7 +262,7 @@ def seed_trace(
             "cost_unknown": usage.cost_unknown,
             "num_llm_calls": usage.num_llm_calls,
         },
-        "attempts": [attempt_entry(a) for a in attempts],
+        "attempts": [attempt_entry(a) for a, _ in attempts],
         "task_app": {**_task_app_answer(seed_run), "kind": job.task_app_kind},
         "llm_calls": calls,
         "verifier": verifier_entry(row) if seed_run.judge_status else None,

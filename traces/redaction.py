@@ -14,16 +14,18 @@ value is scrubbed on the way out, three ways:
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import Iterable
 from functools import cache, lru_cache
 from typing import TYPE_CHECKING, Any
 
+import orjson
 from django.conf import settings
 
 from evalhub import crypto
-from traces.tokens import INTERCEPTOR_PATH, TOKEN_RE
+from traces.tokens import INTERCEPTOR_PATH, TOKEN_PREFIX, TOKEN_RE
 
 if TYPE_CHECKING:  # no model import at run time: logging loads this before the apps
     from jobs.models import EvalJob
@@ -40,6 +42,8 @@ _INTERCEPTOR_SEGMENT_RE = re.compile(r"(" + re.escape(INTERCEPTOR_PATH) + r")[^/
 _BEARER_RE = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=\-]{6,}")
 # Shorter "secrets" would mask ordinary words; real keys are long.
 _MIN_SECRET_LEN = 8
+# Strings up to this length are remembered scrubbed, up to this many per redactor.
+_SHORT_TEXT, _SHORT_TEXTS = 64, 4096
 
 
 @lru_cache(maxsize=4096)  # the same few keys come back in every message of every call
@@ -64,6 +68,8 @@ class Redactor:
             {s for s in secrets if s and len(s) >= _MIN_SECRET_LEN}, key=len, reverse=True
         )
         self._secret_bytes = [(s.encode(), REDACTED.encode()) for s in self.secrets]
+        # Short strings come back again and again (keys, model names, statuses): scrubbed once.
+        self._short: dict[str, str] = {}
 
     def raw(self, data: bytes) -> bytes:
         """The bytes with every known secret value masked (a provider's answer on its way to
@@ -74,13 +80,24 @@ class Redactor:
         return data
 
     def text(self, value: str) -> str:
+        if len(value) > _SHORT_TEXT:
+            return self._text(value)
+        scrubbed = self._short.get(value)
+        if scrubbed is None:
+            if len(self._short) >= _SHORT_TEXTS:
+                self._short.clear()
+            scrubbed = self._short[value] = self._text(value)
+        return scrubbed
+
+    def _text(self, value: str) -> str:
         for secret in self.secrets:
             if secret in value:
                 value = value.replace(secret, REDACTED)
         if INTERCEPTOR_PATH in value:
             value = _INTERCEPTOR_SEGMENT_RE.sub(rf"\g<1>{REDACTED}", value)
-        value = TOKEN_RE.sub(REDACTED, value)
-        if "earer" in value:
+        if TOKEN_PREFIX in value:
+            value = TOKEN_RE.sub(REDACTED, value)
+        if "earer" in value.lower():  # in any case: "BEARER <token>" too
             value = _BEARER_RE.sub(rf"\g<1>{REDACTED}", value)
         return value
 
@@ -110,6 +127,90 @@ class Redactor:
             else:
                 parent[slot] = item
         return root[0]
+
+
+# Lower-cased with "-" read as "_", every key `is_secret_key` calls secret contains one of these.
+_SECRET_KEY_HINTS = ("authorization", "api_key", "apikey", "cookie", "passw", "access_token",
+                     "refresh_token", "session_token", "secret")  # fmt: skip
+# Lower-cased, every string `Redactor.text` changes contains one of these or a known secret.
+_TEXT_HINTS = (INTERCEPTOR_PATH, TOKEN_PREFIX, "earer")
+# Values `Redactor.value` keeps as they are, or scrubs as text.
+_ATOMS = frozenset((str, int, float, bool, type(None)))
+# A flagged dict's dicts of up to this many items are walked without being tested first.
+_WALKED_WHOLE = 4
+# Deeper parts are walked whole (and iteratively) by `Redactor.value`.
+_MAX_SELECTIVE_DEPTH = 8
+
+
+class JsonScrubber:
+    """`Redactor.value` for big JSON values that mostly hold nothing to redact (the trace
+    documents of the zip: logprobs, tool schemas, task apps' traces): a part is kept as it is,
+    unwalked, when its JSON text shows nothing the redactor would change. Exact, not a guess:
+    the same value as `redactor.value`, only sooner."""
+
+    def __init__(self, redactor: Redactor):
+        self.redactor = redactor
+        # Known secrets as they appear in JSON text (escaped by json or orjson) and unescaped.
+        forms = {
+            form for s in redactor.secrets for form in (s, json.dumps(s)[1:-1], _orjson_str(s))
+        }
+        secrets = sorted({_lowered(form) for form in forms})
+        self._hints = (*_TEXT_HINTS, *_SECRET_KEY_HINTS, *secrets)
+
+    def may_change(self, text: str) -> bool:
+        """Could `redactor.value` change the value this JSON text encodes (as json, orjson or
+        PostgreSQL write it)? A superset: False only when no key looks secret and no string
+        holds a known secret, an interceptor token or URL, or a bearer."""
+        if "\\u" in text:  # escaped characters (json's non-ASCII): look at them unescaped
+            try:
+                text = orjson.dumps(orjson.loads(text)).decode()
+            except (orjson.JSONDecodeError, orjson.JSONEncodeError):  # NaN, huge integers
+                return True
+        return any(map(_lowered(text).__contains__, self._hints))
+
+    def value(self, value: Any, depth: int = 0) -> Any:
+        """`redactor.value(value)`, without walking the parts `may_change` clears."""
+        if type(value) in _ATOMS:
+            return self.redactor.text(value) if type(value) is str else value
+        if not isinstance(value, dict | list):  # a tuple to walk, or anything else
+            return self.redactor.value(value)
+        try:
+            text = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+        except (orjson.JSONEncodeError, TypeError):
+            return self.redactor.value(value)
+        return self.walk(value, depth) if self.may_change(text) else value
+
+    def walk(self, value: Any, depth: int = 0) -> Any:
+        """`redactor.value(value)` for a value `may_change` did not clear: its own keys and
+        strings are scrubbed, its parts tested one by one."""
+        if depth >= _MAX_SELECTIVE_DEPTH or not isinstance(value, dict | list):
+            return self.redactor.value(value)
+        if isinstance(value, list):
+            return [self.value(v, depth + 1) for v in value]
+        out: dict[str, Any] = {}
+        text = self.redactor.text
+        for key, item in value.items():
+            key = key if type(key) is str else str(key)
+            if type(item) in _ATOMS:  # the common case, inline (only a string is ever set)
+                if type(item) is str:
+                    item = REDACTED if item and is_secret_key(key) else text(item)
+                out[text(key)] = item
+            elif is_secret_key(key) and value_is_set(item):
+                out[text(key)] = REDACTED
+            elif type(item) is dict and len(item) <= _WALKED_WHOLE:
+                out[text(key)] = self.walk(item, depth + 1)  # sooner walked than tested
+            else:
+                out[text(key)] = self.value(item, depth + 1)
+        return out
+
+
+def _lowered(text: str) -> str:
+    """What the hints are looked for in: `is_secret_key` reads "-" as "_"."""
+    return text.lower().replace("-", "_")
+
+
+def _orjson_str(text: str) -> str:
+    return orjson.dumps(text).decode()[1:-1]
 
 
 def value_is_set(value: Any) -> bool:

@@ -3,10 +3,12 @@ equal the full walk's, whatever hides where (traces.export._redacted against Red
 
 from __future__ import annotations
 
+import json
+
+import orjson
 import pytest
 
-from traces.export import _redacted, _secret_bytes
-from traces.redaction import Redactor
+from traces.redaction import JsonScrubber, Redactor
 from traces.tokens import token_new
 
 SECRET = "sk-provider-secret-0a9b8c7d6e5f"
@@ -29,10 +31,31 @@ DOCUMENTS = [
 @pytest.mark.parametrize("document", DOCUMENTS)
 def test_the_selective_redaction_equals_the_full_walk(document):
     redactor = Redactor([SECRET, "task-app-key-7c1f0e9a2b4d"])
-    assert _redacted(document, redactor, _secret_bytes(redactor)) == redactor.value(document)
+    assert JsonScrubber(redactor).value(document) == redactor.value(document)
 
 
 def test_a_clean_part_is_returned_as_it_is():
     redactor = Redactor([SECRET])
     clean = {"logprobs": LOGPROBS}
-    assert _redacted(clean, redactor, _secret_bytes(redactor)) is clean
+    assert JsonScrubber(redactor).value(clean) is clean
+
+
+@pytest.mark.parametrize("document", DOCUMENTS)
+def test_json_text_is_cleared_only_when_nothing_in_it_would_change(document):
+    """The zip keeps a provider's or task app's JSON unwalked when its stored text is cleared:
+    whichever way the text was written (json as Django stores it, unescaped, orjson)."""
+    redactor = Redactor([SECRET, "task-app-key-7c1f0e9a2b4d"])
+    scrubber = JsonScrubber(redactor)
+    texts = [
+        json.dumps(document),
+        json.dumps(document, ensure_ascii=False),
+        orjson.dumps(document, option=orjson.OPT_NON_STR_KEYS).decode(),
+    ]
+    changes = redactor.value(document) != document
+    assert [scrubber.may_change(text) for text in texts] == [changes] * 3
+
+
+def test_a_bearer_in_capitals_is_masked():
+    assert Redactor().text("BEARER abc123456 and BeArEr zyx987654") == (
+        "BEARER <redacted> and BeArEr <redacted>"
+    )

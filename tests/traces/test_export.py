@@ -74,6 +74,32 @@ def test_the_whole_zip_holds_no_secret_the_job_used(client_alice, provider_key):
     assert b"/api/interceptor/v1/<redacted>" in zf.read("seeds/seed_0.json")
 
 
+def test_secrets_in_responses_and_in_rewritten_formats_are_masked(client_alice):
+    """A provider's answer echoing a secret is masked; so is a secret that only appears once
+    another wire format is read as chat (two Messages text blocks joined into one content)."""
+    traced = make_traced_job(seeds=[0], calls_per_seed=2)
+    token = traced.tokens[0]
+    first, second = LLMCall.objects.filter(attempt__seed_run__job=traced.job).order_by("seq")
+    first.response["choices"][0]["message"]["content"] = f"my key is {TASK_APP_KEY}"
+    first.save()
+    second.route = "messages"
+    second.request = {
+        "model": "claude",
+        "max_tokens": 9,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+    second.response = {"id": "msg_1", "model": "claude", "type": "message", "role": "assistant",
+                       "content": [{"type": "text", "text": "send Bear"},
+                                   {"type": "text", "text": f"er {token} along"}],
+                       "stop_reason": "end_turn"}  # fmt: skip
+    second.save()
+    document = download(client_alice, traced.job.id).read("seeds/seed_0.json")
+    assert TASK_APP_KEY.encode() not in document and token.encode() not in document
+    calls = json.loads(document)["llm_calls"]
+    assert calls[0]["response"]["message"]["content"] == "my key is <redacted>"
+    assert calls[1]["response"]["message"]["content"] == "send Bearer <redacted> along"
+
+
 def test_a_running_job_zip_holds_the_finished_seeds_and_is_not_stored(client_alice):
     traced = make_traced_job(seeds=[0, 1], calls_per_seed=1, status="running")
     make_running = SeedRun.objects.filter(job=traced.job, seed=1)
