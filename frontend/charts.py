@@ -4,7 +4,7 @@ no build step). Coordinates are in a fixed viewBox; the SVG scales to its contai
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 WIDTH = 480
@@ -128,3 +128,12 @@ def cost_per_seed(*, rows: list[dict[str, Any]]) -> Chart:
         empty=False,
         has_failed=any(b.failed for b in bars),
     )
+
+
+def as_data(chart: Chart) -> dict[str, Any]:
+    """The chart as JSON values, to be kept with the job's figures (`chart_of` reads it back)."""
+    return asdict(chart)
+
+
+def chart_of(data: dict[str, Any]) -> Chart:
+    return Chart(**{**data, "bars": [Bar(**bar) for bar in data["bars"]]})

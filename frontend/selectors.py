@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from frontend import live
 from jobs import selectors as job_selectors
-from jobs.models import ApiKey, EvalJob, RolloutAttempt, SeedRun, SeedStatus
+from jobs.models import ApiKey, EvalJob, RolloutAttempt, SeedRun
 from traces import totals
 from traces.conversation import as_chat
 from traces.messages import assistant_message, reasoning_of, split_think
@@ -95,36 +95,6 @@ def job_progress_many(*, owner: AbstractBaseUser, job_ids: list[str]) -> dict[st
         }
         for job in jobs
     }
-
-
-# --- seed rows of a job page ----------------------------------------------------------------
-
-SEED_SORT_KEYS = ("seed", "status", "score", "latency_ms", "tokens", "cost_usd", "attempts")
-
-
-def seed_rows_filter(
-    *,
-    rows: list[dict[str, Any]],
-    failures_only: bool = False,
-    min_score: float | None = None,
-    max_score: float | None = None,
-    sort: str = "seed",
-    descending: bool = False,
-) -> list[dict[str, Any]]:
-    """Filter and sort the per-seed rows of `jobs.selectors.job_results`. Missing values sort
-    last whichever the direction."""
-    if failures_only:
-        rows = [r for r in rows if r["status"] == SeedStatus.FAILED or r["error"]]
-    if min_score is not None:
-        rows = [r for r in rows if r["score"] is not None and r["score"] >= min_score]
-    if max_score is not None:
-        rows = [r for r in rows if r["score"] is not None and r["score"] <= max_score]
-    if sort not in SEED_SORT_KEYS:
-        sort = "seed"
-    present = [r for r in rows if r[sort] is not None]
-    missing = [r for r in rows if r[sort] is None]
-    present.sort(key=lambda r: (r[sort], r["seed"]), reverse=descending)
-    return present + missing
 
 
 # --- a seed's attempts and conversation ----------------------------------------------------

@@ -14,9 +14,7 @@ from django.db.models import Q, TextField
 from django.db.models.functions import Cast
 from django.http import QueryDict
 
-from frontend import selectors as dash
 from jobs.models import EvalJob, SeedRun, SeedStatus
-from traces import totals
 from traces.models import LLMCall
 
 # The query-string keys of the seed table's filter and order; the seed page carries them on.
@@ -84,46 +82,20 @@ def carried_query(params: QueryDict) -> str:
     return kept.urlencode()
 
 
-def rows_shown(*, job: EvalJob, rows: list[dict[str, Any]], query: TableQuery) -> list[dict]:
-    """The seed rows the table shows, in its order."""
-    shown = dash.seed_rows_filter(
-        rows=rows,
-        failures_only=query.failures_only,
-        min_score=query.min_score,
-        max_score=query.max_score,
-        sort=query.sort,
-        descending=query.descending,
-    )
-    if query.error:
-        shown = [r for r in shown if error_class(r["error"]) == query.error]
-    if query.q:
-        found = seeds_matching(job=job, text=query.q)
-        shown = [r for r in shown if r["seed"] in found]
-    return shown
-
-
-def seeds_matching(*, job: EvalJob, text: str) -> set[int]:
-    """Seeds whose error, metrics or trace, or any LLM call's request or answer, contain
-    `text` (any case)."""
+def seeds_matching(*, job: EvalJob, text: str) -> Q:
+    """The job's samples of seeds whose error, metrics or trace, or any LLM call's request or
+    answer, contain `text` (any case), as a filter of its seed runs."""
     runs = SeedRun.objects.filter(job=job).annotate(
         metrics_text=Cast("metrics", TextField()), trace_text=Cast("task_trace", TextField())
     )
-    found = set(
-        runs.filter(
-            Q(error__icontains=text)
-            | Q(metrics_text__icontains=text)
-            | Q(trace_text__icontains=text)
-        ).values_list("seed", flat=True)
+    runs = runs.filter(
+        Q(error__icontains=text) | Q(metrics_text__icontains=text) | Q(trace_text__icontains=text)
     )
     calls = LLMCall.objects.filter(attempt__seed_run__job=job).annotate(
         request_text=Cast("request", TextField()), response_text=Cast("response", TextField())
     )
-    found.update(
-        calls.filter(Q(request_text__icontains=text) | Q(response_text__icontains=text))
-        .values_list("attempt__seed_run__seed", flat=True)
-        .distinct()
-    )
-    return found
+    calls = calls.filter(Q(request_text__icontains=text) | Q(response_text__icontains=text))
+    return Q(seed__in=runs.values("seed")) | Q(seed__in=calls.values("attempt__seed_run__seed"))
 
 
 def failure_groups(rows: list[dict[str, Any]]) -> list[tuple[str, int]]:
@@ -158,24 +130,4 @@ def neighbours(*, shown: list[dict[str, Any]], seed: int) -> Neighbours:
         next_failure=failure,
         position=i + 1,
         count=len(seeds),
-    )
-
-
-def seed_neighbours(*, job: EvalJob, seed: int, params: QueryDict) -> Neighbours:
-    """The seed page's neighbours in the table it came from. The plain table (every seed, in
-    seed order) is read with three small queries; a filtered or sorted one needs the job's
-    rows, as the table does."""
-    if any(params.get(key) for key in TABLE_KEYS):
-        rows = totals.job_results(job=job)[1]
-        query = TableQuery.from_query(params)
-        return neighbours(shown=rows_shown(job=job, rows=rows, query=query), seed=seed)
-    runs = SeedRun.objects.filter(job=job)
-    after = runs.filter(seed__gt=seed).order_by("seed").values_list("seed", flat=True)
-    return Neighbours(
-        previous=runs.filter(seed__lt=seed)
-        .order_by("-seed")
-        .values_list("seed", flat=True)
-        .first(),
-        next=after.first(),
-        next_failure=after.filter(status=SeedStatus.FAILED).first(),
     )

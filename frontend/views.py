@@ -14,7 +14,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from frontend import charts, exchange, live, triage
+from frontend import exchange, job_page, live, seed_table, triage
 from frontend import selectors as dash
 from jobs import selectors, services
 from jobs.apikeys import api_key_create, api_key_revoke
@@ -25,7 +25,6 @@ from traces.export import job_traces_response
 from traces.redaction import Redactor, job_redactor
 
 JOBS_PER_PAGE = 25
-SEEDS_PER_PAGE = 100
 SEED_COLUMNS = [
     ("seed", "Seed"),
     ("status", "Status"),
@@ -132,11 +131,10 @@ def job_list_progress(request: HttpRequest) -> JsonResponse:
 @never_cache
 def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
     job = _owned_job(request, job_id)
-    summary, rows = totals.job_results(job=job)
+    figures = job_page.job_page_figures(job=job)
     progress = selectors.job_progress(job=job)
     table = triage.TableQuery.from_query(request.GET)
-    shown = triage.rows_shown(job=job, rows=rows, query=table)
-    seeds_page = Paginator(shown, SEEDS_PER_PAGE).get_page(request.GET.get("page"))
+    seeds_page, page_rows = seed_table.table_page(job=job, params=request.GET)
     query = request.GET.copy()
     query.pop("page", None)
     return render(
@@ -146,10 +144,7 @@ def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
             "job": job,
             "config": job_config(job),
             "config_json": json.dumps(job_config(job), indent=2, default=str),
-            "summary": summary,
-            "seed_figures": totals.job_figures(job=job, rows=rows)["seeds"]
-            if job.repeats > 1
-            else [],
+            **figures,
             "progress": {
                 **progress,
                 **dash.progress_bar(
@@ -162,17 +157,16 @@ def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
             "event_seq": live.latest_event_seq(job_ids=[job.id]).get(job.id, 0),
             "subtitle": [p for p in (job.app_id, job.env_name, job.policy.get("model")) if p],
             "figure_help": live.FIGURE_HELP,
-            "score_chart": charts.score_histogram(rows=rows),
-            "cost_chart": charts.cost_per_seed(rows=rows),
             "seeds_page": seeds_page,
-            "num_shown": len(shown),
+            "page_rows": page_rows,
+            "num_shown": seeds_page.paginator.count,
+            "per_page": seed_table.page_size(request.GET),
+            "page_sizes": seed_table.PAGE_SIZES,
             "sort": table.sort,
             "descending": table.descending,
             "seed_columns": SEED_COLUMNS,
             "optional_columns": ("latency_ms", "tokens", "attempts"),
             "table_filter": table.as_filter(),
-            "failure_groups": triage.failure_groups(rows),
-            "model_rows": exchange.model_breakdown(job=job),
             "query_without_page": query.urlencode(),
             "seed_query": triage.carried_query(request.GET),
             # Re-rendering the results of a big job is not free: do it less often.
@@ -236,7 +230,7 @@ def seed_detail(request: HttpRequest, job_id: str, seed: int) -> HttpResponse:
     usage = totals.seed_usage(job=job, seed_run=seed_run).get(seed_run.id)
     redactor = job_redactor(job=job)
     attempts = dash.seed_attempts(seed_run=seed_run, redactor=redactor)
-    around = triage.seed_neighbours(job=job, seed=seed, params=request.GET)
+    around = seed_table.seed_neighbours(job=job, seed=seed, params=request.GET)
     return render(
         request,
         "frontend/seed_detail.html",

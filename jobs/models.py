@@ -274,3 +274,21 @@ class JobEvent(models.Model):
     class Meta:
         ordering = ["job", "seq"]
         constraints = [models.UniqueConstraint(fields=["job", "seq"], name="job_event_unique_seq")]
+
+
+class JobFigures(models.Model):
+    """Figures computed from every row of a job (`jobs.figures`), kept so that reading a big job
+    does not recompute them: `name` says which (the results summary, the per-seed figures, the
+    dashboard's charts), `settled` that the job had ended and no sample could change any more."""
+
+    job = models.ForeignKey(EvalJob, on_delete=models.CASCADE, related_name="+")
+    name = models.CharField(max_length=32)
+    # JSON text, not a JSONField: PostgreSQL's jsonb would reorder the keys of what is served.
+    value = models.TextField()
+    settled = models.BooleanField(default=False)
+    computed_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["job", "name"], name="job_figures_unique_name")
+        ]

@@ -1,9 +1,10 @@
 """`GET /api/eval/jobs/{id}/results`, with memory that does not grow with the job.
 
-Whole: the body is streamed. The summary (which needs every row: traces.totals.job_summary) is
-computed first, then the rows are read, encoded and sent RESULT_ROWS_CHUNK at a time; the body
-is byte for byte the JSON document it always was (summary fields, `job_id`, `status`, `error`,
-`summary`, `seeds` (the per-seed figures), `results`).
+Whole: the body is streamed. The summary and the per-seed figures (which need every row) come
+first, computed once the job's rows are final and then kept (`jobs.figures`); then the rows are
+read, encoded and sent RESULT_ROWS_CHUNK at a time; the body is byte for byte the JSON
+document it always was (summary fields, `job_id`, `status`, `error`, `summary`, `seeds` (the
+per-seed figures), `results`).
 
 Paginated (`?limit=N`, then `?limit=N&cursor=<next_cursor>`): `job_id`, `status`, `error`,
 `results` (at most N rows in seed order) and `next_cursor` (null on the last page). Pages are
@@ -64,13 +65,11 @@ def results_page(*, job: EvalJob, limit: int, cursor: str | None) -> dict[str, A
 
 
 def _whole_pieces(job: EvalJob) -> Iterator[str]:
-    rows = totals.RowTable(totals.result_rows(job=job))
-    figures = totals.job_figures(job=job, rows=rows)
-    summary = totals.summarize(job=job, rows=rows, figures=figures)
-    del rows
+    kept = totals.kept_figures(job=job, names=("summary", "seeds"))
+    summary, seeds = kept["summary"], kept["seeds"]
     head = {**summary, "job_id": job.id, "task_app_kind": job.task_app_kind,
             "status": job.status, "error": job.error, "summary": summary,
-            "seeds": figures["seeds"]}  # fmt: skip
+            "seeds": seeds}  # fmt: skip
     yield _dumps(head)[:-1] + ',"results":['
     parts, size, first = [], 0, True
     for row in totals.result_rows(job=job):

@@ -10,9 +10,17 @@ from datetime import datetime
 from itertools import groupby
 from typing import Any
 
-from django.db import DatabaseError, DataError, IntegrityError, transaction
-from django.db.models import Max
+from django.db import (
+    DEFAULT_DB_ALIAS,
+    DatabaseError,
+    DataError,
+    IntegrityError,
+    connection,
+    connections,
+    transaction,
+)
 
+from jobs import figures as kept
 from traces.models import LLMCall
 from traces.pricing import call_cost
 from traces.usage import TokenUsage, sse_events, usage_estimate
@@ -109,17 +117,28 @@ def llm_call_build(*, record: CallRecord) -> LLMCall:
 
 
 def llm_calls_save(*, calls: list[LLMCall]) -> list[LLMCall]:
-    """Save built calls, numbering them per attempt in the order they started."""
+    """Save built calls, numbering them per attempt in the order they started, and drop the
+    settled figures of their jobs (`jobs.figures`) in the same transaction.
+
+    Every statement is written out rather than built by the ORM: a lone call's ORM aggregate
+    and `bulk_create` cost several times the database work (the writer saves after every few
+    calls; at one caller a batch may be a single call)."""
     calls = sorted(calls, key=lambda c: (c.attempt_id, c.started_at))
+    if not calls:
+        return calls
     try:
         with transaction.atomic():
             _number(calls)
-            LLMCall.objects.bulk_create(calls)
+            _insert(calls)
+            kept.forget_settled_of_attempts(attempt_ids=sorted({c.attempt_id for c in calls}))
         return calls
     except (IntegrityError, DataError):
         # One bad row must not lose the others: save them one by one. (Anything else, e.g. a
         # locked or lost database, propagates: the writer retries the whole batch.)
-        return [call for call in calls if _save_one(call)]
+        saved = [call for call in calls if _save_one(call)]
+    if saved:
+        kept.forget_settled_of_attempts(attempt_ids=sorted({c.attempt_id for c in saved}))
+    return saved
 
 
 def _save_one(call: LLMCall) -> bool:
@@ -146,10 +165,35 @@ def _save_one(call: LLMCall) -> bool:
 
 
 def _number(calls: list[LLMCall]) -> None:
+    """Number `calls` (sorted by attempt) after the last call each attempt has stored: one
+    statement, a MAX per attempt, each answered from the (attempt, seq) index's last entry."""
+    ids = sorted({call.attempt_id for call in calls})
+    table = connection.ops.quote_name(LLMCall._meta.db_table)
+    one = f"SELECT %s, (SELECT MAX(seq) FROM {table} WHERE attempt_id = %s)"
+    with connection.cursor() as cursor:
+        cursor.execute(" UNION ALL ".join([one] * len(ids)), [i for i in ids for _ in (0, 1)])
+        last = dict(cursor.fetchall())
     for attempt_id, group in groupby(calls, key=lambda c: c.attempt_id):
-        last = LLMCall.objects.filter(attempt_id=attempt_id).aggregate(m=Max("seq"))["m"] or 0
-        for i, call in enumerate(group, start=last + 1):
+        for i, call in enumerate(group, start=(last.get(attempt_id) or 0) + 1):
             call.seq = i
+
+
+def _insert(calls: list[LLMCall]) -> None:
+    """INSERT the rows; each value prepared by its field, as the ORM would."""
+    conn = connections[DEFAULT_DB_ALIAS]  # the thread's connection, looked up once
+    fields, sql = _insert_statement(conn.vendor)
+    rows = [[f.get_db_prep_save(getattr(c, f.attname), conn) for f in fields] for c in calls]
+    with conn.cursor() as cursor:
+        cursor.executemany(sql, rows)
+
+
+@functools.cache
+def _insert_statement(vendor: str) -> tuple[tuple, str]:
+    fields = tuple(f for f in LLMCall._meta.concrete_fields if not f.primary_key)
+    quote = connection.ops.quote_name
+    columns = ", ".join(quote(f.column) for f in fields)
+    marks = ", ".join(["%s"] * len(fields))
+    return fields, f"INSERT INTO {quote(LLMCall._meta.db_table)} ({columns}) VALUES ({marks})"
 
 
 def _response_document(record: CallRecord) -> dict[str, Any] | None:

@@ -9,19 +9,22 @@ design: it counts unknown prices as 0, since it can only refuse on what it knows
 
 from __future__ import annotations
 
-import math
-import statistics
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from django.db import models
 from django.db.models import Avg, Count, FloatField, Q, Sum, Value
 from django.db.models.functions import Coalesce, NullIf
 
+from jobs import figures as kept
 from jobs import stats
 from jobs.models import EvalJob, SeedRun, SeedStatus
 from jobs.scores import Scores
 from traces.models import BUDGET_EXCEEDED, ROLLOUT_LIMIT_EXCEEDED, ROLLOUT_LIMITS, CallKind, LLMCall
+from traces.rows import model_rows
+from traces.rowtable import RowTable
+from traces.summary import summarize, summary_and_seeds
 
 
 @dataclass(frozen=True)
@@ -106,24 +109,22 @@ def is_budget_refusal(call: LLMCall) -> bool:
 def usage_from_calls(calls: Iterable[LLMCall]) -> Usage:
     """The same figures the database sums in `seed_usage`, from calls already in memory."""
     calls = list(calls)
+    if not calls:
+        return NO_USAGE
+    refusals = [c for c in calls if c.http_status == 429]  # the only ones a limit refused
     return _usage(
-        **{
-            name: sum(getattr(c, name) or 0 for c in calls)
-            for name in (
-                "prompt_tokens",
-                "completion_tokens",
-                "cached_tokens",
-                "reasoning_tokens",
-                "total_tokens",
-            )
-        },  # fmt: skip
+        **{name: sum(getattr(c, name) or 0 for c in calls) for name in _TOKEN_FIELDS},
         cost=sum(c.cost_usd or 0.0 for c in calls),
         unknown=sum(1 for c in calls if c.cost_unknown),
         calls=len(calls),
-        refused=sum(1 for c in calls if is_budget_refusal(c)),
-        **{f"limit_{name}": sum(1 for c in calls if rollout_limit_of(c) == name)
+        refused=sum(1 for c in refusals if is_budget_refusal(c)),
+        **{f"limit_{name}": sum(1 for c in refusals if rollout_limit_of(c) == name)
            for name in ROLLOUT_LIMITS},
     )  # fmt: skip
+
+
+_TOKEN_FIELDS = ("prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens",
+                 "total_tokens")  # fmt: skip
 
 
 def seed_usage(
@@ -135,6 +136,10 @@ def seed_usage(
     calls = LLMCall.objects.filter(attempt__seed_run__job=job, kind=kind)
     if seed_run is not None:
         calls = calls.filter(attempt__seed_run=seed_run)
+    return _per_seed_run(calls)
+
+
+def _per_seed_run(calls) -> dict[int, Usage]:
     rows = calls.values("attempt__seed_run_id").annotate(**_AGGREGATES).order_by()
     return {r.pop("attempt__seed_run_id"): _usage(**r) for r in rows}
 
@@ -149,6 +154,21 @@ def job_usage_many(*, job_ids: list[str]) -> dict[str, Usage]:
     )
     found = {r.pop("attempt__seed_run__job_id"): _usage(**r) for r in rows}
     return {job_id: found.get(job_id, NO_USAGE) for job_id in job_ids}
+
+
+def seed_run_usage_sql() -> dict[str, Any]:
+    """Per seed run, as the database computes it (for sorting), the `tokens` and `cost_usd` of
+    its result row: its policy calls' sums, 0 without calls, the cost null when one is unknown."""
+    calls = LLMCall.objects.filter(attempt__seed_run=models.OuterRef("pk"), kind=CallKind.POLICY)
+    calls = calls.values("attempt__seed_run").order_by()
+    total, cost = (
+        models.Subquery(calls.annotate(v=Sum(f)).values("v")) for f in ("total_tokens", "cost_usd")
+    )
+    known = Coalesce(cost, 0.0, output_field=FloatField())
+    unknown = models.Exists(calls.filter(cost_unknown=True))
+    return {"tokens": Coalesce(total, 0),
+            "cost_usd": models.Case(models.When(unknown, then=None), default=known,
+                                    output_field=FloatField())}  # fmt: skip
 
 
 def job_spent(*, job_id: str) -> tuple[float, int]:
@@ -222,13 +242,8 @@ def outcome_objectives(seed_run: SeedRun) -> dict[str, Any] | None:
 
 def job_results(*, job: EvalJob) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(summary, per-seed rows) of the job, computed from its seed runs and LLM calls."""
-    rows = job_rows(job=job)
+    rows = list(result_rows(job=job))
     return summarize(job=job, rows=rows), rows
-
-
-def job_rows(*, job: EvalJob) -> list[dict[str, Any]]:
-    """The job's result rows, one per sample, by seed and repeat."""
-    return list(result_rows(job=job))
 
 
 def job_figures(*, job: EvalJob, rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -238,9 +253,28 @@ def job_figures(*, job: EvalJob, rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def job_summary(job: EvalJob) -> dict[str, Any]:
-    """The job's summary. Its rows are held as tuples while it is computed (a third of the
-    memory of dicts): a 100,000-seed job's summary costs tens of MiB, not hundreds."""
-    return summarize(job=job, rows=RowTable(result_rows(job=job)))
+    """The job's summary, kept once its rows are final (`jobs.figures`)."""
+    return kept_figures(job=job, names=("summary",))["summary"]
+
+
+def kept_figures(
+    *, job: EvalJob, names: tuple[str, ...], extra: Callable[[RowTable, dict], dict] | None = None
+) -> dict[str, Any]:
+    """Figures of all the job's rows, kept by `jobs.figures`: "summary", "seeds" (per-seed
+    figures) or what `extra(rows, those two)` makes in the same pass. Rows are held as tuples
+    meanwhile (a third of the memory of dicts): 100,000 seeds cost tens of MiB, not hundreds."""
+
+    def compute() -> dict[str, Any]:
+        if extra is None:  # one streaming pass: the rows are never held
+            summary, seeds = summary_and_seeds(job=job, rows=result_rows(job=job))
+            return {"summary": summary, "seeds": seeds}
+        rows = RowTable(result_rows(job=job))
+        figures = job_figures(job=job, rows=rows)
+        summary = summarize(job=job, rows=rows, figures=figures)
+        base = {"summary": summary, "seeds": figures["seeds"]}
+        return {**base, **(extra(rows, base) if extra else {})}
+
+    return kept.cached(job=job, names=names, compute=compute)
 
 
 # Seed runs (with their usage) read per database round trip by `result_rows`.
@@ -259,21 +293,18 @@ def result_rows_keyed(
 ) -> Iterator[tuple[tuple[int, int], dict[str, Any]]]:
     """((seed, repeat), row) in that order; `after` is the key of the last row already read
     (keyset pagination: a sample is unique by seed and repeat), `limit` the most rows."""
-    seed_runs = SeedRun.objects.filter(job=job).defer("task_trace").order_by("seed", "repeat")
+    seed_runs = SeedRun.objects.filter(job=job).order_by("seed", "repeat")
     left = limit
     while left is None or left > 0:
         page = seed_runs
         if after is not None:
             page = page.filter(Q(seed__gt=after[0]) | Q(seed=after[0], repeat__gt=after[1]))
         size = RESULT_ROWS_CHUNK if left is None else min(left, RESULT_ROWS_CHUNK)
-        chunk = list(page[:size])
+        chunk = list(model_rows(page[:size], exclude=("task_trace",)))
         if not chunk:
             return
-        ids = [sr.id for sr in chunk]
-        usage = _usage_of(seed_run_ids=ids, kind=CallKind.POLICY)
-        judge = _usage_of(seed_run_ids=ids, kind=CallKind.JUDGE)
-        for sr in chunk:
-            yield (sr.seed, sr.repeat), seed_result_row(sr, usage.get(sr.id), judge.get(sr.id))
+        for sr, row in zip(chunk, seed_runs_rows(chunk), strict=True):
+            yield (sr.seed, sr.repeat), row
         after = (chunk[-1].seed, chunk[-1].repeat)
         if left is not None:
             left -= len(chunk)
@@ -281,98 +312,12 @@ def result_rows_keyed(
             return
 
 
-def _usage_of(*, seed_run_ids: list[int], kind: str) -> dict[int, Usage]:
-    rows = (
-        LLMCall.objects.filter(attempt__seed_run_id__in=seed_run_ids, kind=kind)
-        .values("attempt__seed_run_id")
-        .annotate(**_AGGREGATES)
-        .order_by()
-    )
-    return {r.pop("attempt__seed_run_id"): _usage(**r) for r in rows}
-
-
-class RowTable(Sequence):
-    """Result rows kept as tuples, read back as dicts: what `summarize` iterates over."""
-
-    def __init__(self, rows: Iterable[dict[str, Any]]):
-        self.keys: tuple[str, ...] = ()
-        self.values: list[tuple] = []
-        for row in rows:
-            if not self.keys:
-                self.keys = tuple(row)
-            self.values.append(tuple(row.values()))
-
-    def __len__(self) -> int:
-        return len(self.values)
-
-    def __getitem__(self, index):
-        if isinstance(index, slice):
-            return [dict(zip(self.keys, v, strict=True)) for v in self.values[index]]
-        return dict(zip(self.keys, self.values[index], strict=True))
-
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        keys = self.keys
-        for values in self.values:
-            yield dict(zip(keys, values, strict=True))
-
-
-def _percentile(sorted_values: list[float], q: float) -> float | None:
-    """Nearest-rank percentile of an already sorted list."""
-    if not sorted_values:
-        return None
-    rank = max(1, math.ceil(q / 100 * len(sorted_values)))
-    return sorted_values[rank - 1]
-
-
-def summarize(
-    *, job: EvalJob, rows: list[dict[str, Any]], figures: dict[str, Any] | None = None
-) -> dict[str, Any]:
-    """The job's summary; `figures` when the caller computed `job_figures` of the rows already
-    (its per-seed `seeds` are left out of the summary)."""
-    succeeded = [r for r in rows if r["status"] == SeedStatus.SUCCEEDED]
-    scores = [r["score"] for r in succeeded if r["score"] is not None]
-    latencies = sorted(r["latency_ms"] for r in succeeded if r["latency_ms"] is not None)
-    unknown_cost = sum(1 for r in rows if r["cost_unknown"])
-    figures = dict(figures or job_figures(job=job, rows=rows))
-    figures.pop("seeds")
-    return {
-        **figures,
-        "mean_reward": figures["mean_score"],
-        "std_score": statistics.pstdev(scores) if len(scores) > 1 else (0.0 if scores else None),
-        "min_score": min(scores) if scores else None,
-        "max_score": max(scores) if scores else None,
-        "total_tokens": sum(r["tokens"] for r in rows),
-        "total_cost_usd": None
-        if unknown_cost
-        else round(sum(r["cost_usd"] or 0.0 for r in rows), 10),
-        "seeds_with_unknown_cost": unknown_cost,
-        "budget_exceeded": any(r["budget_exceeded"] for r in rows),
-        "seeds_refused_by_budget": sum(1 for r in rows if r["budget_exceeded"]),
-        "num_seeds": job.num_seeds,
-        "num_successful": len(succeeded),
-        "num_failed": sum(1 for r in rows if r["status"] == SeedStatus.FAILED),
-        "num_cancelled": sum(1 for r in rows if r["status"] == SeedStatus.CANCELLED),
-        "num_pending": sum(
-            1 for r in rows if r["status"] in (SeedStatus.PENDING, SeedStatus.RUNNING)
-        ),
-        "latency_p50_ms": _percentile(latencies, 50),
-        "latency_p95_ms": _percentile(latencies, 95),
-        **judge_summary(rows),
-    }
-
-
-def judge_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The verifier's part of the summary: its verdicts and what its judges spent (apart from
-    `total_tokens` / `total_cost_usd`, which are the policy's)."""
-    judged = [r["verifier_score"] for r in rows if r.get("judge_status") == "done"]
-    costs = [r["judge_cost_usd"] for r in rows]
-    return {
-        "mean_verifier_score": statistics.fmean(judged) if judged else None,
-        "num_judged": len(judged),
-        "num_verifier_errors": sum(1 for r in rows if r.get("judge_status") == "failed"),
-        "judge_total_tokens": sum(r["judge_tokens"] for r in rows),
-        "judge_total_cost_usd": None if any(c is None for c in costs) else round(sum(costs), 10),
-    }
+def seed_runs_rows(seed_runs: list[SeedRun]) -> list[dict[str, Any]]:
+    """The result rows of these seed runs, in their order (two queries for their usage)."""
+    calls = LLMCall.objects.filter(attempt__seed_run_id__in=[sr.id for sr in seed_runs])
+    usage = _per_seed_run(calls.filter(kind=CallKind.POLICY))
+    judge = _per_seed_run(calls.filter(kind=CallKind.JUDGE))
+    return [seed_result_row(sr, usage.get(sr.id), judge.get(sr.id)) for sr in seed_runs]
 
 
 def job_usage_by_model(*, job: EvalJob) -> dict[str, Usage]:

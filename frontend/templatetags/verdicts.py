@@ -48,19 +48,10 @@ def job_verdicts(job: EvalJob) -> dict[str, Any]:
     config = _config(job)
     if not config.enabled:
         return {"shown": False}
-    judge = totals.seed_usage(job=job, kind=CallKind.JUDGE)
-    seed_runs = SeedRun.objects.filter(job=job).exclude(judge_status="").order_by("seed")
-    rows = [
-        {
-            **totals.judge_fields(sr, judge.get(sr.id)),
-            "seed": sr.seed,
-            "score": sr.score,
-            "verifier_score": sr.verifier_score,
-        }
-        for sr in seed_runs
-    ]
+    # The first rows only; the figures over all of them are the summary's, kept with the job.
+    judged = SeedRun.objects.filter(job=job).exclude(judge_status="").defer("task_trace")
+    shown = totals.seed_runs_rows(list(judged.order_by("seed", "repeat")[:VERDICTS_SHOWN]))
     redactor = job_redactor(job=job)
-    shown = rows[:VERDICTS_SHOWN]
     for row in shown:
         row["verifier_justification"] = redactor.text(row["verifier_justification"] or "")
         row["verifier_error"] = redactor.text(row["verifier_error"] or "")
@@ -68,7 +59,7 @@ def job_verdicts(job: EvalJob) -> dict[str, Any]:
         "shown": True,
         "job": job,
         "config": config,
-        "summary": totals.judge_summary(rows),
+        "summary": totals.job_summary(job),
         "rows": shown,
-        "more": len(rows) - len(shown),
+        "more": judged.count() - len(shown),
     }

@@ -1,4 +1,4 @@
-"""The dashboard's reads: the conversation rebuilt from LLM calls, seed-table filters, job figures."""
+"""The dashboard's reads: the conversation rebuilt from LLM calls, job figures."""
 
 from __future__ import annotations
 
@@ -127,25 +127,6 @@ def test_content_parts_and_arguments_that_are_not_json_are_kept():
 def test_a_missing_or_malformed_response_gives_no_answer():
     for response in (None, {}, {"choices": []}, {"error": "upstream 500"}, "text"):
         assert assistant_message(response) == (None, "")
-
-
-def rows(*specs):
-    return [
-        {"seed": seed, "status": status, "score": score, "error": error, "latency_ms": None}
-        for seed, status, score, error in specs
-    ]
-
-
-def test_seed_rows_filter_and_sort_with_missing_values_last():
-    data = rows(
-        (0, "succeeded", 0.2, None), (1, "failed", None, "boom"),
-        (2, "succeeded", 0.9, None), (3, "pending", None, None),
-    )  # fmt: skip
-    seeds = lambda rs: [r["seed"] for r in rs]  # noqa: E731
-    assert seeds(dash.seed_rows_filter(rows=data, failures_only=True)) == [1]
-    assert seeds(dash.seed_rows_filter(rows=data, min_score=0.5)) == [2]
-    assert seeds(dash.seed_rows_filter(rows=data, sort="score", descending=True)) == [2, 0, 1, 3]
-    assert seeds(dash.seed_rows_filter(rows=data, sort="score")) == [0, 2, 1, 3]
 
 
 def test_job_list_figures_sum_usage_and_never_show_an_unknown_cost_as_zero(db, django_user_model):

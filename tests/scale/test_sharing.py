@@ -80,7 +80,8 @@ def test_workers_killed_and_started_again_leave_exactly_one_result_per_seed(
     with serve_asgi(app) as url:
         worker_factory(concurrency=2, beat=True, name="beat-worker", **env)  # never killed
         workers = [worker_factory(concurrency=2, name=f"w{n}", **env) for n in range(3)]
-        job_id = job_create(client_alice, url, seeds=seeds, max_concurrent=12)
+        # Long enough (about 15 s with one runner) for invitations to reach the restarted workers.
+        job_id = job_create(client_alice, url, seeds=seeds, max_concurrent=6)
         for n in range(4):
             time.sleep(rng.uniform(0.2, 1.0))
             if EvalJob.objects.get(pk=job_id).is_terminal:

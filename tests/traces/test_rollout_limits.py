@@ -91,6 +91,7 @@ def test_the_overshoot_is_at_most_the_calls_in_flight(wire, make_rollout):
     got, refusal = call_until_refused(client, 1)
 
     assert got == 0 and refusal.body["type"] == "rollout_limit_exceeded"
+    recorded(rollout.attempt, in_flight + 1)  # the refusal's record too
     _, tokens, _, row = spent_and_result(rollout)
     overshoot = tokens - limit
     print(f"max_tokens {limit}: {forwarded} of {in_flight} concurrent calls forwarded, "

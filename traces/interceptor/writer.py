@@ -1,6 +1,9 @@
 """The writer thread: call records are saved in batches, so the event loop never waits on the
-database. Records still queued when the process is killed (SIGKILL) are lost; a normal stop
-flushes them (the ASGI lifespan's shutdown)."""
+database. Each record's usage and cost are read, and counted against budgets and rollout
+limits, as soon as it arrives. Its row is saved at once, with whatever else is queued by then
+(group commit): a lone call is never held back waiting for company, and under load the calls
+that finish while one save runs share the next. Records still queued when the process is
+killed (SIGKILL) are lost; a normal stop flushes them (the ASGI lifespan's shutdown)."""
 
 from __future__ import annotations
 
@@ -43,31 +46,39 @@ class CallWriter:
 
     def _run(self) -> None:
         while True:
-            # No linger: calls that finish while a batch is being saved share the next one, and
-            # a lone call is counted against its job's budget at once.
-            batch = [self._queue.get()]
-            while len(batch) < _BATCH:
+            records: list[services.CallRecord] = []
+            calls: list = []
+            self._take(self._queue.get(), records, calls)
+            # Whatever queued meanwhile shares this save: a batch's transaction, numbering and
+            # insert cost little more than a lone call's. Nothing waits for more to arrive: a
+            # worker that sees its rollout end reads the calls a moment later.
+            while len(records) < _BATCH:
                 try:
-                    batch.append(self._queue.get_nowait())
+                    self._take(self._queue.get_nowait(), records, calls)
                 except queue.Empty:
                     break
             try:
-                self._save(batch)
+                self._save(calls)
             finally:
-                for _ in batch:
+                for _ in records:
                     self._queue.task_done()
 
-    def _save(self, batch: list[services.CallRecord]) -> None:
-        calls = []
-        for record in batch:
-            try:
-                calls.append(services.llm_call_build(record=record))
-            except Exception:
-                log.exception("could not read an LLM call of attempt %s", record.attempt_id)
-        # Count the spending before the rows become visible, so that a call that sees a
-        # recorded row also sees its cost in the budget.
+    def _take(self, record: services.CallRecord, records: list, calls: list) -> None:
+        """Read the record's usage and count its spending at once (budgets and rollout limits
+        see it before the row becomes visible)."""
+        records.append(record)
+        try:
+            built = [services.llm_call_build(record=record)]
+        except Exception:
+            log.exception("could not read an LLM call of attempt %s", record.attempt_id)
+            built = []
         if self._on_built:
-            self._on_built(batch, calls)
+            self._on_built([record], built)
+        calls.extend(built)
+
+    def _save(self, calls: list) -> None:
+        if not calls:
+            return
         for try_ in range(3):
             try:
                 services.llm_calls_save(calls=calls)

@@ -1,0 +1,122 @@
+"""Figures computed from every row of a job, kept so that a read does not redo O(samples) work.
+
+`cached(job=..., names=..., compute=...)` returns the figures called `names`, from the store when
+they can be trusted, else from `compute()` (which returns a dict of named figures, stored
+together: one pass over the rows fills several). When they can be trusted:
+
+- a *settled* job (ended SETTLE_S ago, and no sample or judgement pending or running) no
+  longer changes rows: its figures are computed once and read from then on (should an LLM
+  call of it be saved even later, `forget_settled_of_attempts` drops them);
+- a job still going, or ended with samples still open, changes all the time. A small one
+  (at most LIVE_EXACT_MAX samples) is computed on every read, as before; a big one is read
+  from the store for FRESH_S seconds after it was computed, so a page that re-renders while
+  the job runs costs a pass over the rows at most that often. (The progress counts are
+  always exact: they are counted by the database, `jobs.selectors.job_progress`.)
+
+Nothing changes the rows of a settled job (a rerun or a re-judgement is a new job with figures
+of its own); `forget` drops a job's figures should that ever be needed.
+
+Stored as JSON text: figures go in and come out as JSON values (floats round-trip exactly,
+tuples come back as lists, the order of keys is kept).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from django.db import connection
+from django.db.models import Q
+from django.utils import timezone
+
+from jobs.models import (
+    OPEN_JUDGE_STATUSES,
+    EvalJob,
+    JobFigures,
+    RolloutAttempt,
+    SeedRun,
+    SeedStatus,
+)
+
+LIVE_EXACT_MAX = 2000
+FRESH_S = 10.0
+# The LLM calls of a rollout are saved by the web process's writer a moment after they are
+# answered, so possibly after the job ended: its rows are taken as final only this long after.
+SETTLE_S = 60.0
+
+
+def job_settled(*, job: EvalJob) -> bool:
+    """Ended SETTLE_S ago or more, with no sample or judgement left pending or running: its
+    rows are final."""
+    if not job.is_terminal:
+        return False
+    if job.completed_at and timezone.now() - job.completed_at < timedelta(seconds=SETTLE_S):
+        return False
+    open_samples = SeedRun.objects.filter(job=job).filter(
+        Q(status__in=[SeedStatus.PENDING, SeedStatus.RUNNING])
+        | Q(judge_status__in=OPEN_JUDGE_STATUSES)
+    )
+    return not open_samples.exists()
+
+
+def _big(job: EvalJob) -> bool:
+    """More samples than are recomputed on every read while the job changes."""
+    return job.num_seeds * max(1, job.repeats) > LIVE_EXACT_MAX
+
+
+def _usable(*, job: EvalJob, kept: JobFigures) -> bool:
+    if job.is_terminal and kept.settled:
+        return True
+    if not _big(job):
+        return False
+    return timezone.now() - kept.computed_at < timedelta(seconds=FRESH_S)
+
+
+def cached(
+    *, job: EvalJob, names: tuple[str, ...], compute: Callable[[], dict[str, Any]]
+) -> dict[str, Any]:
+    """The job's figures called `names`, by name (see the module's docstring)."""
+    kept = list(JobFigures.objects.filter(job=job, name__in=names))
+    if len(kept) == len(names) and all(_usable(job=job, kept=k) for k in kept):
+        return {k.name: json.loads(k.value) for k in kept}
+    # Settled is decided before computing: a sample ending meanwhile is in the rows read, and
+    # figures stored as settled are never read from rows that could still change.
+    settled = job_settled(job=job)
+    values = compute()
+    if settled or _big(job):
+        store(job=job, values=values, settled=settled)
+    return {name: values[name] for name in names}
+
+
+def store(*, job: EvalJob, values: dict[str, Any], settled: bool) -> None:
+    now = timezone.now()
+    for name, value in values.items():
+        JobFigures.objects.update_or_create(
+            job=job,
+            name=name,
+            defaults={"value": json.dumps(value), "settled": settled, "computed_at": now},
+        )
+
+
+def forget_settled_of_attempts(*, attempt_ids: list[int]) -> None:
+    """LLM calls of these attempts were just saved: the final figures of their jobs, if any,
+    were made without them (a call saved later than SETTLE_S after its job ended). One
+    statement, written out: the interceptor's writer runs it with every save."""
+    q = connection.ops.quote_name
+    seed_run = q(RolloutAttempt._meta.get_field("seed_run").column)
+    marks = ", ".join(["%s"] * len(attempt_ids))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"DELETE FROM {q(JobFigures._meta.db_table)} WHERE settled = %s AND job_id IN "
+            f"(SELECT s.job_id FROM {q(SeedRun._meta.db_table)} s "
+            f"JOIN {q(RolloutAttempt._meta.db_table)} a ON a.{seed_run} = s.id "
+            f"WHERE a.id IN ({marks}))",
+            [True, *attempt_ids],
+        )
+
+
+def forget(*, job_id: str) -> None:
+    """Drop the job's stored figures: the next read computes them from its rows."""
+    JobFigures.objects.filter(job_id=job_id).delete()
