@@ -4,11 +4,14 @@ Starts the fake OpenAI upstream and evalhub's web process (uvicorn, one worker) 
 processes on loopback ports, with a fresh SQLite database in a temporary directory, then, in
 the same run, times calls made directly to the upstream and through the interceptor, at 1,
 8 and 32 concurrent callers, plain and streaming, and the same through a bare pass-through proxy
-(`bench/bare_proxy.py`, the Python floor) and, with `--litellm`, LiteLLM's proxy (from the side
+(`bench/bare_proxy.py` with aiohttp's client, the Python floor, and the same with httpx's) and, with `--litellm`, LiteLLM's proxy (from the side
 virtualenv `make bench` builds). Rounds alternate the sides so drift hits them all.
 
     .venv/bin/python bench/bench_interceptor.py [--calls 2000] [--rounds 4] \\
-        [--litellm .venv-bench/bin/litellm] [--json out.json]
+        [--litellm .venv-bench/bin/litellm] [--before TREE] [--json out.json]
+
+`--before TREE` also measures an earlier evalhub (a checkout, e.g. `git worktree add --detach
+/tmp/before <commit>`) in the same run, against the same database and provider.
 
 Also prints Django's own floor: a request through Django's machinery (a 404 under /api/) against
 the same through the lean interceptor handler (an unknown route), to show why the interceptor is
@@ -217,7 +220,7 @@ def print_row(row: dict) -> None:
         "stream" if row["stream"] else "plain"
     )
     cells = [f"{name:<20}", f"direct {row['direct_p50']:.2f}/{row['direct_p99']:.2f}"]
-    for side in ("evalhub", "bare", "litellm"):
+    for side in ("evalhub", "before", "bare", "bare_httpx", "litellm"):
         if side in row:
             r = row[side]
             cpu = f" cpu {r['cpu_ms_per_call']:.2f}" if r["cpu_ms_per_call"] is not None else ""
@@ -233,6 +236,9 @@ def main() -> None:
     parser.add_argument("--modes", nargs="*", default=["plain", "stream"])
     parser.add_argument("--litellm", help="the `litellm` executable: also measure its proxy")
     parser.add_argument("--json", help="write the figures to this file")
+    parser.add_argument("--before", metavar="TREE",
+                        help="a checkout of an earlier evalhub (e.g. `git worktree add /tmp/old "
+                             "<commit>`): its web process is measured too, as `before`")  # fmt: skip
     args = parser.parse_args()
 
     tmp = tempfile.mkdtemp(prefix="evalhub-interceptor-bench-")
@@ -240,7 +246,7 @@ def main() -> None:
     os.environ.pop("DATABASE_URL", None)
     token = setup_attempt()
 
-    fake_port, web_port, bare_port = free_port(), free_port(), free_port()
+    fake_port, web_port, bare_port, httpx_port = free_port(), free_port(), free_port(), free_port()
     upstream = f"http://127.0.0.1:{fake_port}/v1"
     uvicorn = [sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--log-level", "warning"]
     fake = subprocess.Popen(
@@ -255,16 +261,32 @@ def main() -> None:
         [*uvicorn, "--port", str(bare_port), "bench.bare_proxy:app"],
         cwd=ROOT, env=dict(os.environ, UPSTREAM=upstream),
     )  # fmt: skip
-    procs = [web, bare, fake]
+    # The same bare proxy with httpx as its client: what the client alone changes.
+    bare_httpx = subprocess.Popen(
+        [*uvicorn, "--port", str(httpx_port), "bench.bare_proxy:app"],
+        cwd=ROOT, env=dict(os.environ, UPSTREAM=upstream, BARE_CLIENT="httpx"),
+    )  # fmt: skip
+    procs = [web, bare, bare_httpx, fake]
     urls = {
         "direct": f"{upstream}/chat/completions",
         "evalhub": f"http://127.0.0.1:{web_port}/api/interceptor/v1/{token}/chat/completions",
         "bare": f"http://127.0.0.1:{bare_port}/chat/completions",
+        "bare_httpx": f"http://127.0.0.1:{httpx_port}/chat/completions",
     }
-    pids = {"evalhub": web.pid, "bare": bare.pid}
+    pids = {"evalhub": web.pid, "bare": bare.pid, "bare_httpx": bare_httpx.pid}
     try:
         wait_up(f"{upstream}/models", fake)
         wait_up(f"http://127.0.0.1:{web_port}/healthz", web)
+        if args.before:  # the same database and provider, the earlier code (its own cwd first)
+            before_port = free_port()
+            before = subprocess.Popen([*uvicorn, "--port", str(before_port), "evalhub.asgi:application"],
+                                      cwd=args.before, env=env)  # fmt: skip
+            procs.insert(0, before)
+            wait_up(f"http://127.0.0.1:{before_port}/healthz", before)
+            urls["before"] = (
+                f"http://127.0.0.1:{before_port}/api/interceptor/v1/{token}/chat/completions"
+            )
+            pids["before"] = before.pid
         if args.litellm:
             litellm, base = start_litellm(args.litellm, upstream, tmp)
             procs.insert(0, litellm)

@@ -3,7 +3,7 @@
     .venv/bin/python bench/run_all.py [--quick] [--litellm .venv-bench/bin/litellm]
 
 Runs, one after the other (each in its own process and throw-away data directory):
-bench_interceptor.py (evalhub, the bare proxy and LiteLLM's proxy over the same fake provider,
+bench_interceptor.py (evalhub, the bare proxy on aiohttp and on httpx, and LiteLLM's proxy over the same fake provider,
 at 1, 8 and 32 callers), bench_workers.py (1, 2 and 4 worker processes on a private PostgreSQL
 and Redis; a job through evalhub against the same rollouts posted directly), bench_traces_zip.py
 and bench_results.py; then prints a Markdown table with the date and the machine. `--quick`
@@ -81,15 +81,20 @@ def interceptor_rows(data: dict) -> list[tuple[str, str, str, str]]:
         if c == 32 and lite:
             target = f"<= {lite['added_p50'] / 5:.2f} ms (LiteLLM / 5)"
         peers = f"bare {ms(bare['added_p50'])} / {ms(bare['added_p99'])}"
+        if s.get("bare_httpx"):
+            hx = s["bare_httpx"]
+            peers += f"; bare on httpx {ms(hx['added_p50'])} / {ms(hx['added_p99'])}"
         if lite:
             peers += f"; LiteLLM {ms(lite['added_p50'])} / {ms(lite['added_p99'])}"
         rows.append((f"interceptor added p50 / p99, {c} caller{'s' if c > 1 else ''}",
                      f"{ms(ev['added_p50'])} / {ms(ev['added_p99'])}", peers, target))  # fmt: skip
     for s in data["scenarios"]:
         ev, bare = s["evalhub"], s["bare"]
+        peers = f"bare {ms(bare['cpu_ms_per_call'])}"
+        if s.get("bare_httpx"):
+            peers += f"; bare on httpx {ms(s['bare_httpx']['cpu_ms_per_call'])}"
         rows.append((f"web CPU per proxied call, {s['concurrency']} callers",
-                     ms(ev["cpu_ms_per_call"]), f"bare {ms(bare['cpu_ms_per_call'])}",
-                     "half of 1.2-1.7 ms"))  # fmt: skip
+                     ms(ev["cpu_ms_per_call"]), peers, "half of 1.2-1.7 ms"))  # fmt: skip
     return rows
 
 
