@@ -33,36 +33,58 @@ def job_event_append(
     payload = dict(data)
     if message:
         payload.setdefault("message", message)
+    return _append(job_id, [(type, payload)])[0]
+
+
+def _append(job_id: str, events: list[tuple[EventType, dict[str, Any]]]) -> list[JobEvent]:
+    """Append `events` in order, numbered on from the job's last."""
     for _ in range(10):
         try:
             with transaction.atomic():
                 last = JobEvent.objects.filter(job_id=job_id).aggregate(m=Max("seq"))["m"] or 0
-                return JobEvent.objects.create(job_id=job_id, seq=last + 1, type=type, data=payload)
+                return JobEvent.objects.bulk_create(
+                    JobEvent(job_id=job_id, seq=last + n, type=type, data=data)
+                    for n, (type, data) in enumerate(events, start=1)
+                )
         except IntegrityError:
-            continue  # another process took that number; read again
-    raise RuntimeError(f"could not append event {type} to job {job_id}")
+            continue  # another process took those numbers; read again
+    raise RuntimeError(f"could not append {len(events)} event(s) to job {job_id}")
+
+
+# What a seed's event says of it: the result as it was written.
+_SEED_FIELDS = ("seed", "repeat", "status", "score", "error", "attempts", "latency_ms")
 
 
 def seed_event_append(*, seed_run: SeedRun) -> JobEvent:
     """The seed run is over: its event carries the result as it was written, and the job's
     progress (`completed` of `total` seeds), which stream followers show."""
+    return seed_events_append(job_id=seed_run.job_id, seed_run_ids=[seed_run.pk])[0]
+
+
+def seed_events_append(*, job_id: str, seed_run_ids: list[int]) -> list[JobEvent]:
+    """`seed_event_append` for several seed runs of a job that are over, numbered in the order
+    given; the last one's `completed` counts them all."""
+    rows = dict(
+        (row[0], row[1:])
+        for row in SeedRun.objects.filter(pk__in=seed_run_ids).values_list("id", *_SEED_FIELDS)
+    )
     completed = SeedRun.objects.filter(
-        job_id=seed_run.job_id, status__in=[SeedStatus.SUCCEEDED, SeedStatus.FAILED]
+        job_id=job_id, status__in=[SeedStatus.SUCCEEDED, SeedStatus.FAILED]
     ).count()
-    sizes = EvalJob.objects.filter(pk=seed_run.job_id).values_list("num_seeds", "repeats").first()
+    sizes = EvalJob.objects.filter(pk=job_id).values_list("num_seeds", "repeats").first()
     total = sizes[0] * sizes[1] if sizes else None
-    return job_event_append(
-        job_id=seed_run.job_id,
-        type=EventType.SEED_COMPLETED,
-        data={
-            "seed": seed_run.seed,
-            "repeat": seed_run.repeat,
-            "status": seed_run.status,
-            "score": seed_run.score,
-            "error": seed_run.error,
-            "attempts": seed_run.attempts,
-            "latency_ms": seed_run.latency_ms,
-            "completed": completed,
-            "total": total,
-        },
+    first = completed - len(seed_run_ids) + 1
+    return _append(
+        job_id,
+        [
+            (
+                EventType.SEED_COMPLETED,
+                {
+                    **dict(zip(_SEED_FIELDS, rows[pk], strict=True)),
+                    "completed": first + n,
+                    "total": total,
+                },
+            )
+            for n, pk in enumerate(seed_run_ids)
+        ],
     )

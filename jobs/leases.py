@@ -18,7 +18,7 @@ from django.db.models import Count, DateTimeField, F, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from jobs.events import seed_event_append
+from jobs.events import seed_event_append, seed_events_append
 from jobs.models import AttemptStatus, EvalJob, JobStatus, RolloutAttempt, SeedRun, SeedStatus
 from jobs.scores import Scores
 
@@ -164,17 +164,31 @@ def rollout_attempt_start(
 ) -> RolloutAttempt:
     """Count and record the start of the seed's next attempt, with a fresh run id; updates
     `seed_run.attempts` to its number."""
+    return rollout_attempts_start(seed_runs=[seed_run], token_hashes=[token_hash], worker=worker)[0]
+
+
+def rollout_attempts_start(
+    *, seed_runs: list[SeedRun], token_hashes: list[str], worker: str = ""
+) -> list[RolloutAttempt]:
+    """`rollout_attempt_start` for several seed runs at once, in one transaction."""
+    ids = [seed_run.pk for seed_run in seed_runs]
     with transaction.atomic():
-        SeedRun.objects.filter(pk=seed_run.pk).update(attempts=F("attempts") + 1)
-        seed_run.attempts = SeedRun.objects.values_list("attempts", flat=True).get(pk=seed_run.pk)
-        return RolloutAttempt.objects.create(
-            seed_run=seed_run,
-            worker=worker,
-            number=seed_run.attempts,
-            run_id=f"run-{secrets.token_hex(12)}",
-            token_hash=token_hash,
-            status=AttemptStatus.RUNNING,
-            started_at=timezone.now(),
+        SeedRun.objects.filter(pk__in=ids).update(attempts=F("attempts") + 1)
+        numbers = dict(SeedRun.objects.filter(pk__in=ids).values_list("id", "attempts"))
+        now = timezone.now()
+        for seed_run in seed_runs:
+            seed_run.attempts = numbers[seed_run.pk]
+        return RolloutAttempt.objects.bulk_create(
+            RolloutAttempt(
+                seed_run=seed_run,
+                worker=worker,
+                number=seed_run.attempts,
+                run_id=f"run-{secrets.token_hex(12)}",
+                token_hash=token_hash,
+                status=AttemptStatus.RUNNING,
+                started_at=now,
+            )
+            for seed_run, token_hash in zip(seed_runs, token_hashes, strict=True)
         )
 
 
@@ -210,12 +224,44 @@ def seed_run_finish(
 ) -> bool:
     """Write the seed's one result, if `worker` still holds it; records the seed event (and
     how the attempt ended, which is recorded either way: it was spent)."""
+    finish = SeedFinish(seed_run_id=seed_run_id, status=status, result=result, attempt=attempt)
+    return seed_runs_finish(worker=worker, finishes=[finish])[0]
+
+
+@dataclass(frozen=True)
+class SeedFinish:
+    """One seed's result, for `seed_runs_finish`."""
+
+    seed_run_id: int
+    status: str
+    result: SeedResult
+    attempt: AttemptEnd | None = None
+
+
+def seed_runs_finish(*, worker: str, finishes: list[SeedFinish]) -> list[bool]:
+    """`seed_run_finish` for several seeds in one transaction (the runner writes the results
+    that arrive while its last write runs together); for each, whether it was written."""
     with transaction.atomic():
-        if attempt is not None:
-            rollout_attempt_finish(end=attempt)
-        updated = _release(
-            _held_seed_runs(seed_run_ids=[seed_run_id], worker=worker),
-            status=status,
+        written = []
+        for finish in finishes:
+            if finish.attempt is not None:
+                rollout_attempt_finish(end=finish.attempt)
+            written.append(_write_result(finish, worker))
+        done = [f.seed_run_id for f, ok in zip(finishes, written, strict=True) if ok]
+        jobs = dict(SeedRun.objects.filter(pk__in=done).values_list("id", "job_id"))
+        for job_id in dict.fromkeys(jobs.values()):
+            seed_events_append(
+                job_id=job_id, seed_run_ids=[pk for pk in done if jobs[pk] == job_id]
+            )
+    return written
+
+
+def _write_result(finish: SeedFinish, worker: str) -> bool:
+    result = finish.result
+    return bool(
+        _release(
+            _held_seed_runs(seed_run_ids=[finish.seed_run_id], worker=worker),
+            status=finish.status,
             **result.scores.as_fields(),
             metrics=result.metrics,
             task_trace=result.task_trace,
@@ -225,9 +271,7 @@ def seed_run_finish(
             task_app_score=result.task_app_score if result.judge_status else result.scores.score,
             judge_status=result.judge_status,
         )
-        if updated:
-            seed_event_append(seed_run=SeedRun.objects.get(pk=seed_run_id))
-    return bool(updated)
+    )
 
 
 def seed_run_retry_later(

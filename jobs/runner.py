@@ -12,7 +12,6 @@ Django's ORM is synchronous: every database call runs on one thread of the runne
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import os
@@ -23,7 +22,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import httpx
 from django.conf import settings
 from django.db import connections
 from django.db.models import Min
@@ -31,8 +29,10 @@ from django.utils import timezone
 
 from evalhub import crypto
 from jobs import leases, services, sharing, stopping, taskapp
+from jobs.batching import Batcher
 from jobs.environments import run as environments
 from jobs.models import AttemptStatus, EvalJob, JobStatus, SeedRun, SeedStatus
+from jobs.rollout_clients import ClientPool, InterceptorProbe
 from jobs.verifier.hooks import RunnerHooks
 from traces import tokens, totals
 from traces.redaction import job_redactor
@@ -41,9 +41,6 @@ log = logging.getLogger(__name__)
 
 # How often the runner looks at the job's status (a cancel is noticed within this).
 POLL_S = 0.5
-# How long a look at the interceptor is trusted, and how long the look may take.
-PROBE_TTL_S = 1.0
-PROBE_TIMEOUT_S = 3.0
 INTERCEPTOR_DOWN = "evalhub's interceptor could not be reached"
 
 
@@ -65,66 +62,6 @@ def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
 
 
-class ClientPool:
-    """Several small httpx clients instead of one with a large pool: httpcore scans every
-    connection of its pool on each request, which made one client with hundreds of
-    connections the worker's bottleneck. A rollout uses the least busy client, so no client
-    ever has more than `per_client` requests and none waits for a connection."""
-
-    def __init__(self, *, size: int, per_client: int = 8):
-        timeout = httpx.Timeout(None, connect=settings.EVALHUB_TASK_APP_CONNECT_TIMEOUT_S)
-        limits = httpx.Limits(max_connections=per_client, max_keepalive_connections=per_client)
-        count = max(1, -(-size // per_client))
-        self.clients = [httpx.AsyncClient(timeout=timeout, limits=limits) for _ in range(count)]
-        self.busy = [0] * count
-
-    async def __aenter__(self) -> ClientPool:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await asyncio.gather(*(c.aclose() for c in self.clients), return_exceptions=True)
-
-    @contextlib.asynccontextmanager
-    async def lease(self):
-        index = min(range(len(self.clients)), key=self.busy.__getitem__)
-        self.busy[index] += 1
-        try:
-            yield self.clients[index]
-        finally:
-            self.busy[index] -= 1
-
-
-class InterceptorProbe:
-    """Is our own interceptor answering, and since when? A rollout that failed while it was
-    down, or across its restart, failed because of us (a web process restarting), whatever the
-    task app answered. Any HTTP answer but a gateway's 502-504 means it is up; its
-    `tokens.STARTED_HEADER` says when its process started. Trusted for PROBE_TTL_S."""
-
-    def __init__(self, client: httpx.AsyncClient):
-        self.client = client
-        self.url = tokens.interceptor_root_url()
-        self.checked_at = -PROBE_TTL_S
-        self.up = True
-        self.started_at = 0.0
-
-    async def lost_since(self, since: float) -> bool:
-        """Was the interceptor down, or restarted, after `since` (Unix seconds)?"""
-        return not await self.reachable() or self.started_at > since
-
-    async def reachable(self) -> bool:
-        if time.monotonic() - self.checked_at < PROBE_TTL_S:
-            return self.up
-        try:
-            resp = await self.client.get(self.url, timeout=PROBE_TIMEOUT_S)
-            self.up = resp.status_code not in (502, 503, 504)
-            with contextlib.suppress(ValueError):
-                self.started_at = float(resp.headers.get(tokens.STARTED_HEADER) or 0)
-        except httpx.HTTPError:
-            self.up = False
-        self.checked_at = time.monotonic()
-        return self.up
-
-
 class JobRunner:
     def __init__(self, *, job_id: str):
         self.job_id = job_id
@@ -134,10 +71,22 @@ class JobRunner:
         self._db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalhub-db")
         self.in_flight: dict[int, asyncio.Task] = {}
         self._changed: asyncio.Event | None = None
+        # Attempts started, and results written, by many rollouts at once share a transaction.
+        self._start_attempts = Batcher(self._attempts_start)
+        self._finish_seeds = Batcher(self._seeds_finish)
 
     async def _db(self, fn, /, **kwargs: Any) -> Any:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._db_thread, functools.partial(fn, **kwargs))
+
+    async def _attempts_start(self, items: list[tuple[SeedRun, str]]) -> list:
+        return await self._db(
+            leases.rollout_attempts_start, seed_runs=[seed_run for seed_run, _ in items],
+            token_hashes=[token_hash for _, token_hash in items], worker=self.worker,
+        )  # fmt: skip
+
+    async def _seeds_finish(self, finishes: list[leases.SeedFinish]) -> list[bool]:
+        return await self._db(leases.seed_runs_finish, worker=self.worker, finishes=finishes)
 
     async def run(self) -> None:
         try:
@@ -271,12 +220,7 @@ class JobRunner:
         retry later."""
         job = self.job
         token = tokens.token_new()
-        attempt = await self._db(
-            leases.rollout_attempt_start,
-            seed_run=seed_run,
-            token_hash=tokens.token_hash(token),
-            worker=self.worker,
-        )
+        attempt = await self._start_attempts((seed_run, tokens.token_hash(token)))
         body = taskapp.rollout_request_build(
             run_id=attempt.run_id,
             seed=seed_run.seed,
@@ -322,10 +266,9 @@ class JobRunner:
             http_status=outcome.http_status, latency_ms=latency_ms,
         )  # fmt: skip
         result = self.verifier.seed_result(outcome, latency_ms)
-        if await self._db(
-            leases.seed_run_finish, seed_run_id=seed_run.id, worker=self.worker,
-            status=SeedStatus.SUCCEEDED, result=result, attempt=end,
-        ):  # fmt: skip
+        if await self._finish_seeds(
+            leases.SeedFinish(seed_run.id, SeedStatus.SUCCEEDED, result, attempt=end)
+        ):
             await self._db(self.verifier.seed_finished, result=result)
 
     async def _failed(self, seed_run, attempt_id: int, error, latency_ms: float) -> None:
@@ -368,11 +311,8 @@ class JobRunner:
         await self._finish_failed(seed_run, message, latency_ms, end)
 
     async def _finish_failed(self, seed_run, message: str, latency_ms: float, end) -> None:
-        await self._db(
-            leases.seed_run_finish, seed_run_id=seed_run.id, worker=self.worker,
-            status=SeedStatus.FAILED,
-            result=leases.SeedResult(error=message, latency_ms=latency_ms), attempt=end,
-        )  # fmt: skip
+        result = leases.SeedResult(error=message, latency_ms=latency_ms)
+        await self._finish_seeds(leases.SeedFinish(seed_run.id, SeedStatus.FAILED, result, end))
         if self.job.max_failures is not None:
             await self._db(stopping.job_stop_if_broken, job_id=self.job_id)
 

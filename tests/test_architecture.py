@@ -15,6 +15,8 @@ MAX_FUNCTION_LINES = 60
 # The top layer of jobs: the API, the worker and the SSE view may use traces (the interceptor,
 # totals, trace documents); everything else in jobs knows nothing of traces.
 JOBS_MODULES_ON_TOP = {"jobs.api", "jobs.api_numbers", "jobs.runner", "jobs.tasks", "jobs.urls"}
+# The runner's HTTP clients: one of them looks at our own interceptor.
+JOBS_MODULES_ON_TOP |= {"jobs.rollout_clients"}
 # The verifier's worker and what its judge reads (recorded calls) sit on top too.
 JOBS_MODULES_ON_TOP |= {"jobs.verifier.sources", "jobs.verifier.worker"}
 # Function-level imports of project modules, each with its reason. Anything else is a cycle

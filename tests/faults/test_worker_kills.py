@@ -24,7 +24,9 @@ def killed_job(private_services):
 
     stack = Stack(**private_services)
     rng = random.Random(20260521)
-    app, state = task_app_create(delay_s=0.5)
+    # Rollouts of 2 s: the job (at least 30 s of work) outlasts the four kills and the start
+    # of each replacement worker, which takes several seconds on a loaded machine.
+    app, state = task_app_create(delay_s=2.0)
     kills = []
     try:
         with serve_asgi(app) as url:

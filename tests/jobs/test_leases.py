@@ -117,3 +117,32 @@ def test_lease_renewal_reports_seeds_no_longer_held(job):
     SeedRun.objects.filter(pk=b.pk).update(status="cancelled")
     assert leases.seed_run_lease_renew(seed_run_ids=[a.pk, b.pk], worker="w1", lease_s=60) == {a.pk}
     assert claim(job, "w2") == []  # a cancelled job gives out nothing
+
+
+def test_results_written_together_are_one_event_each_in_order_and_only_if_still_held(job):
+    held = claim(job, "w1", limit=3)
+    attempts = leases.rollout_attempts_start(
+        seed_runs=held, token_hashes=["a" * 64, "b" * 64, "c" * 64], worker="w1"
+    )
+    assert [a.number for a in attempts] == [1, 1, 1]
+    assert [a.seed_run_id for a in attempts] == [sr.pk for sr in held]
+    # The third seed was taken over meanwhile: its result is refused, the others are written.
+    SeedRun.objects.filter(pk=held[2].pk).update(lease_owner="w2")
+    finishes = [
+        leases.SeedFinish(
+            sr.pk,
+            "succeeded",
+            leases.SeedResult(scores=Scores(score=n / 4)),
+            attempt=leases.AttemptEnd(attempt_id=a.pk, status="succeeded"),
+        )  # fmt: skip
+        for n, (sr, a) in enumerate(zip(held, attempts, strict=True))
+    ]
+    assert leases.seed_runs_finish(worker="w1", finishes=finishes) == [True, True, False]
+    events = JobEvent.objects.filter(job=job, type="eval.policy.seed.completed").order_by("seq")
+    assert [(e.data["seed"], e.data["score"], e.data["completed"]) for e in events] == [
+        (held[0].seed, 0.0, 1),
+        (held[1].seed, 0.25, 2),
+    ]
+    assert all(e.data["total"] == job.num_seeds for e in events)
+    # Every attempt that ended is recorded, written or not: it was spent.
+    assert set(RolloutAttempt.objects.values_list("status", flat=True)) == {"succeeded"}
