@@ -1,8 +1,8 @@
 """Sharing jobs between worker processes: idle workers join running jobs.
 
 A job starts with one runner (one Celery message). While it runs, its runners look every
-INVITE_S (longer while nobody comes, see `Inviter`) at whether it could use more hands: seeds waiting to be claimed, and fewer worker
-processes running it than there are live workers (by their heartbeats). Then they send one
+INVITE_S at whether it could use more hands (`Inviter`): seeds waiting to be claimed, and fewer
+worker processes running it than there are live workers (by their heartbeats). Then they send one
 more runner of the job (a `join` message); a worker process that already runs the job drops
 it at once (`local_runner`), any other starts a runner, which claims its fair share of the job's
 `max_concurrent` (jobs.leases). So a job spreads over every worker that is idle or has a free
@@ -73,38 +73,49 @@ def job_wants_workers(*, job_id: str, live_workers: int, processes: int) -> bool
     return waiting.exists()
 
 
-def _live_workers() -> int:
+def _live_workers() -> set[tuple[str, int]]:
+    """The live worker processes, as (name, pid)."""
     try:
-        return len(heartbeats.live_workers()) if heartbeats.supported() else 0
+        if not heartbeats.supported():
+            return set()
+        return {(w.get("worker", ""), w.get("pid", 0)) for w in heartbeats.live_workers()}
     except Exception:  # the broker is down: nobody could take a message anyway
-        return 0
+        return set()
 
 
 class Inviter:
-    """A runner's invitations: one every INVITE_S while its job wants workers; when one did not
-    bring another process (every worker's threads are busy), the next waits twice as long, up
-    to INVITE_MAX_S, so invitations nobody can take do not pile up in the queue."""
+    """A runner's invitations: it looks every INVITE_S, and invites while its job wants workers.
+    When an invitation did not bring another process (every worker's threads are busy, or the
+    worker that took it died), the next waits twice as long, up to INVITE_MAX_S, so invitations
+    nobody can take do not pile up in the queue; a worker process that started since the last
+    look is idle, and is invited at once."""
 
     def __init__(self, job_id: str):
         self.job_id = job_id
         self.interval = INVITE_S
         self.next_at = 0.0
+        self.send_after = 0.0
         self.processes_before: int | None = None
+        self.known: set[tuple[str, int]] = set()
 
     def due(self, now: float) -> bool:
         return now >= self.next_at
 
     def invite(self, *, now: float) -> bool:
         """Send one more runner of the job if it wants workers; True when one was sent."""
+        self.next_at = now + INVITE_S
+        live = _live_workers()
+        newcomer = not live <= self.known
+        self.known = live
+        if now < self.send_after and not newcomer:
+            return False
         processes = len(runner_processes(job_id=self.job_id))
         if self.processes_before is not None and processes <= self.processes_before:
             self.interval = min(self.interval * 2, INVITE_MAX_S)
-        else:
+        if newcomer or self.processes_before is None or processes > self.processes_before:
             self.interval = INVITE_S
-        self.next_at = now + self.interval
-        wanted = job_wants_workers(
-            job_id=self.job_id, live_workers=_live_workers(), processes=processes
-        )
+        self.send_after = now + self.interval
+        wanted = job_wants_workers(job_id=self.job_id, live_workers=len(live), processes=processes)
         self.processes_before = processes if wanted else None
         if not wanted:
             return False
