@@ -11,15 +11,17 @@ job of `--seeds` seeds against a FastAPI task app on a loopback port answering e
 after `--delay` seconds; rollouts/s is succeeded seeds over first claim to completion.
 
 Then, with `--wall-delay` > 0, the same seeds against a task app taking that long per rollout:
-once posted straight at the task app by an asyncio client holding `--max-concurrent` in flight
-(the floor), once as an evalhub job with the same `max_concurrent` on one worker.
+once posted straight at the task app by an asyncio client holding `--max-concurrent` in flight,
+in a process of its own (the floor), once as an evalhub job with the same `max_concurrent` on one worker.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import json
+import multiprocessing
 import os
 import shutil
 import sys
@@ -28,7 +30,7 @@ import time
 import uuid
 from pathlib import Path
 
-import httpx
+import aiohttp
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -109,13 +111,30 @@ def run_job(*, workers: int, task_url: str, seeds: int, max_concurrent: int) -> 
             "wall_s": wall, "run_s": run_s, "rollouts_per_s": succeeded / run_s}  # fmt: skip
 
 
+def direct_in_child(task_url: str, *, seeds: int, concurrency: int) -> float:
+    """`direct` in a process of its own, as the worker is: in this one, the client would share
+    the interpreter with the task app it calls."""
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as pool:
+        return pool.submit(_direct_sync, task_url, seeds, concurrency).result()
+
+
+def _direct_sync(task_url: str, seeds: int, concurrency: int) -> float:
+    import django
+
+    django.setup()
+    return asyncio.run(direct(task_url, seeds=seeds, concurrency=concurrency))
+
+
 async def direct(task_url: str, *, seeds: int, concurrency: int) -> float:
-    """The floor: the same rollouts posted straight at the task app; wall seconds."""
+    """The floor: the same rollouts posted straight at the task app by aiohttp's client (one
+    httpx client with a pool this large is slower than the task app: httpcore scans its whole
+    pool on each request); wall seconds."""
     from jobs import taskapp
 
     gate = asyncio.Semaphore(concurrency)
-    limits = httpx.Limits(max_connections=concurrency)
-    async with httpx.AsyncClient(limits=limits, timeout=60) as client:
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    async with aiohttp.ClientSession(connector=connector) as session:
 
         async def one(seed: int) -> None:
             body = taskapp.rollout_request_build(
@@ -124,10 +143,24 @@ async def direct(task_url: str, *, seeds: int, concurrency: int) -> float:
                 trace_correlation_id=f"run-{seed}", mode="eval", timeout_s=60,
             )  # fmt: skip
             async with gate:
-                (await client.post(f"{task_url}/rollout", json=body)).raise_for_status()
+                # A connection the server closed as it was reused is tried again, as the
+                # runner retries a broken connection (a transient failure).
+                for tries_left in (2, 1, 0):
+                    try:
+                        async with session.post(f"{task_url}/rollout", json=body) as resp:
+                            resp.raise_for_status()
+                            await resp.read()
+                        return
+                    except aiohttp.ClientConnectionError:
+                        if not tries_left:
+                            raise
+                        retried.append(seed)
 
+        retried: list[int] = []
         started = time.perf_counter()
         await asyncio.gather(*(one(s) for s in range(seeds)))
+        if retried:
+            print(f"direct: {len(retried)} request(s) tried again after a broken connection")
         return time.perf_counter() - started
 
 
@@ -161,9 +194,7 @@ def main() -> int:
         if args.wall_delay > 0:
             app, _ = task_app_create(delay_s=args.wall_delay)
             with serve_asgi(app) as task_url:
-                floor = asyncio.run(
-                    direct(task_url, seeds=args.seeds, concurrency=args.max_concurrent)
-                )
+                floor = direct_in_child(task_url, seeds=args.seeds, concurrency=args.max_concurrent)
                 via = run_job(workers=1, task_url=task_url, seeds=args.seeds,
                               max_concurrent=args.max_concurrent)  # fmt: skip
             out["wall"] = {"delay_s": args.wall_delay, "seeds": args.seeds,
