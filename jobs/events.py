@@ -58,33 +58,43 @@ _SEED_FIELDS = ("seed", "repeat", "status", "score", "error", "attempts", "laten
 def seed_event_append(*, seed_run: SeedRun) -> JobEvent:
     """The seed run is over: its event carries the result as it was written, and the job's
     progress (`completed` of `total` seeds), which stream followers show."""
-    return seed_events_append(job_id=seed_run.job_id, seed_run_ids=[seed_run.pk])[0]
+    return seed_events_append(seed_run_ids=[seed_run.pk])[0]
 
 
-def seed_events_append(*, job_id: str, seed_run_ids: list[int]) -> list[JobEvent]:
-    """`seed_event_append` for several seed runs of a job that are over, numbered in the order
-    given; the last one's `completed` counts them all."""
-    rows = dict(
-        (row[0], row[1:])
-        for row in SeedRun.objects.filter(pk__in=seed_run_ids).values_list("id", *_SEED_FIELDS)
-    )
+def seed_events_append(*, seed_run_ids: list[int]) -> list[JobEvent]:
+    """`seed_event_append` for several seed runs that are over, each job's numbered in the order
+    given; the last of a job's events counts them all in its `completed`."""
+    rows = {
+        row[0]: row[1:]
+        for row in SeedRun.objects.filter(pk__in=seed_run_ids).values_list(
+            "id", "job_id", *_SEED_FIELDS
+        )
+    }
+    events = []
+    for job_id in dict.fromkeys(rows[pk][0] for pk in seed_run_ids):
+        ids = [pk for pk in seed_run_ids if rows[pk][0] == job_id]
+        events += _job_seed_events(job_id, [rows[pk][1:] for pk in ids])
+    return events
+
+
+def _job_seed_events(job_id: str, results: list[tuple]) -> list[JobEvent]:
     completed = SeedRun.objects.filter(
         job_id=job_id, status__in=[SeedStatus.SUCCEEDED, SeedStatus.FAILED]
     ).count()
     sizes = EvalJob.objects.filter(pk=job_id).values_list("num_seeds", "repeats").first()
     total = sizes[0] * sizes[1] if sizes else None
-    first = completed - len(seed_run_ids) + 1
+    first = completed - len(results) + 1
     return _append(
         job_id,
         [
             (
                 EventType.SEED_COMPLETED,
                 {
-                    **dict(zip(_SEED_FIELDS, rows[pk], strict=True)),
+                    **dict(zip(_SEED_FIELDS, result, strict=True)),
                     "completed": first + n,
                     "total": total,
                 },
             )
-            for n, pk in enumerate(seed_run_ids)
+            for n, result in enumerate(results)
         ],
     )

@@ -248,11 +248,8 @@ def seed_runs_finish(*, worker: str, finishes: list[SeedFinish]) -> list[bool]:
                 rollout_attempt_finish(end=finish.attempt)
             written.append(_write_result(finish, worker))
         done = [f.seed_run_id for f, ok in zip(finishes, written, strict=True) if ok]
-        jobs = dict(SeedRun.objects.filter(pk__in=done).values_list("id", "job_id"))
-        for job_id in dict.fromkeys(jobs.values()):
-            seed_events_append(
-                job_id=job_id, seed_run_ids=[pk for pk in done if jobs[pk] == job_id]
-            )
+        if done:
+            seed_events_append(seed_run_ids=done)
     return written
 
 
