@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -74,20 +75,45 @@ def _usable(*, job: EvalJob, kept: JobFigures) -> bool:
     return timezone.now() - kept.computed_at < timedelta(seconds=FRESH_S)
 
 
+@dataclass(frozen=True)
+class JsonText:
+    """A figure as its JSON text, kept and handed on as it is: 100,000 seeds' figures are a few
+    MiB of text but tens of MiB decoded."""
+
+    text: str
+
+
+def _text(value: Any) -> str:
+    return value.text if isinstance(value, JsonText) else json.dumps(value)
+
+
 def cached(
-    *, job: EvalJob, names: tuple[str, ...], compute: Callable[[], dict[str, Any]]
+    *,
+    job: EvalJob,
+    names: tuple[str, ...],
+    compute: Callable[[], dict[str, Any]],
+    as_text: tuple[str, ...] = (),
 ) -> dict[str, Any]:
-    """The job's figures called `names`, by name (see the module's docstring)."""
+    """The job's figures called `names`, by name (see the module's docstring); those named in
+    `as_text` as `JsonText`, never decoded. `compute` may give any figure as `JsonText`."""
     kept = list(JobFigures.objects.filter(job=job, name__in=names))
     if len(kept) == len(names) and all(_usable(job=job, kept=k) for k in kept):
-        return {k.name: json.loads(k.value) for k in kept}
+        return {k.name: JsonText(k.value) if k.name in as_text else json.loads(k.value)
+                for k in kept}  # fmt: skip
     # Settled is decided before computing: a sample ending meanwhile is in the rows read, and
     # figures stored as settled are never read from rows that could still change.
     settled = job_settled(job=job)
     values = compute()
     if settled or _big(job):
         store(job=job, values=values, settled=settled)
-    return {name: values[name] for name in names}
+    found = {}
+    for name in names:
+        value = values[name]
+        if name in as_text:
+            found[name] = value if isinstance(value, JsonText) else JsonText(_text(value))
+        else:
+            found[name] = json.loads(value.text) if isinstance(value, JsonText) else value
+    return found
 
 
 def store(*, job: EvalJob, values: dict[str, Any], settled: bool) -> None:
@@ -96,7 +122,7 @@ def store(*, job: EvalJob, values: dict[str, Any], settled: bool) -> None:
         JobFigures.objects.update_or_create(
             job=job,
             name=name,
-            defaults={"value": json.dumps(value), "settled": settled, "computed_at": now},
+            defaults={"value": _text(value), "settled": settled, "computed_at": now},
         )
 
 

@@ -19,9 +19,13 @@ from __future__ import annotations
 import math
 import random
 import statistics
+from array import array
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import groupby
+from operator import attrgetter
+from typing import Any
 
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 0
@@ -112,7 +116,7 @@ def sign_flip_p_value(differences: Sequence[float], *, seed: int = BOOTSTRAP_SEE
     return (hits + 1) / PERMUTATIONS
 
 
-def _mean(values: list[float]) -> float | None:
+def _mean(values: Sequence[float]) -> float | None:
     return math.fsum(values) / len(values) if values else None
 
 
@@ -138,36 +142,59 @@ def seed_figures(samples: list[Sample], threshold: float) -> dict:
 
 def job_figures(samples: Iterable[Sample], *, repeats: int, threshold: float) -> dict:
     """The job's figures (see the module's docstring), and `seeds`: each seed's figures."""
-    samples = list(samples)
-    seeds = by_seed(samples)
-    finished = [s for group in seeds.values() for s in group]
-    scored = [s.score for s in finished if s.status == "succeeded" and s.score is not None]
-    per_seed = {seed: seed_figures(group, threshold) for seed, group in seeds.items()}
+    seeds: list[dict] = []
+    ordered = sorted(samples, key=lambda s: (s.seed, s.repeat))
+    figures = ordered_job_figures(
+        ordered, repeats=repeats, threshold=threshold, on_seed=seeds.append
+    )
+    return {**figures, "seeds": seeds}
+
+
+def ordered_job_figures(
+    samples: Iterable[Sample], *, repeats: int, threshold: float, on_seed: Callable[[dict], Any]
+) -> dict:
+    """`job_figures` but `seeds`, of samples given in (seed, repeat) order and read once: each
+    seed's figures go to `on_seed` as they are made, and only a few floats per seed are held
+    (100,000 seeds' figures as dicts would take over 50 MiB)."""
+    values, scored, means = array("d"), array("d"), array("d")
+    counts: Counter[tuple[int, int]] = Counter()
+    num_samples = 0
+    for seed, group in groupby(samples, key=attrgetter("seed")):
+        finished = []
+        for sample in group:
+            num_samples += 1
+            if sample.finished:
+                finished.append(sample)
+        if not finished:
+            continue
+        figures = seed_figures(finished, threshold)
+        values.extend(s.value for s in finished)
+        scored.extend(s.score for s in finished if s.status == "succeeded" and s.score is not None)
+        means.append(figures["mean"])
+        counts[figures["samples"], figures["passes"]] += 1
+        on_seed({"seed": seed, **figures})
     pass_at, pass_hat = {}, {}
-    counts = Counter((f["samples"], f["passes"]) for f in per_seed.values())
     for k in range(1, max(1, repeats) + 1):
         eligible = [(nc, times) for nc, times in counts.items() if nc[0] >= k]
         seeds_k = sum(times for _, times in eligible)
         if seeds_k:
             pass_at[str(k)] = sum(pass_at_k(n, c, k) * t for (n, c), t in eligible) / seeds_k
             pass_hat[str(k)] = sum(pass_hat_k(n, c, k) * t for (n, c), t in eligible) / seeds_k
-    interval = bootstrap_mean_ci([f["mean"] for f in per_seed.values()])
+    interval = bootstrap_mean_ci(means.tolist())
+    num_passed = sum(passes * times for (_, passes), times in counts.items())
     return {
-        "mean_score": _mean([s.value for s in finished]),
-        "mean_score_samples": len(finished),
+        "mean_score": _mean(values),
+        "mean_score_samples": len(values),
         "mean_score_scored": _mean(scored),
         "num_scored": len(scored),
-        "num_samples": len(samples),
+        "num_samples": num_samples,
         "repeats": repeats,
         "pass_threshold": threshold,
-        "num_passed": sum(s.passes(threshold) for s in finished),
-        "pass_rate": (sum(s.passes(threshold) for s in finished) / len(finished))
-        if finished
-        else None,
+        "num_passed": num_passed,
+        "pass_rate": num_passed / len(values) if values else None,
         "pass_at_k": pass_at,
         "pass_hat_k": pass_hat,
         "mean_score_ci95": list(interval) if interval else None,
-        "seeds": [{"seed": seed, **f} for seed, f in per_seed.items()],
     }
 
 

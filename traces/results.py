@@ -2,8 +2,8 @@
 
 Whole: the body is streamed. The summary and the per-seed figures (which need every row) come
 first, computed once the job's rows are final and then kept (`jobs.figures`); then the rows are
-read, encoded and sent RESULT_ROWS_CHUNK at a time; the body is byte for byte the JSON
-document it always was (summary fields, `job_id`, `status`, `error`, `summary`, `seeds` (the
+read, encoded and sent RESULT_ROWS_CHUNK at a time; the body is the JSON document it always
+was (summary fields, `job_id`, `status`, `error`, `summary`, `seeds` (the
 per-seed figures), `results`).
 
 Paginated (`?limit=N`, then `?limit=N&cursor=<next_cursor>`): `job_id`, `status`, `error`,
@@ -65,12 +65,15 @@ def results_page(*, job: EvalJob, limit: int, cursor: str | None) -> dict[str, A
 
 
 def _whole_pieces(job: EvalJob) -> Iterator[str]:
-    kept = totals.kept_figures(job=job, names=("summary", "seeds"))
-    summary, seeds = kept["summary"], kept["seeds"]
+    kept = totals.kept_figures(job=job, names=("summary", "seeds"), as_text=("seeds",))
+    summary = kept["summary"]
     head = {**summary, "job_id": job.id, "task_app_kind": job.task_app_kind,
-            "status": job.status, "error": job.error, "summary": summary,
-            "seeds": seeds}  # fmt: skip
-    yield _dumps(head)[:-1] + ',"results":['
+            "status": job.status, "error": job.error, "summary": summary}  # fmt: skip
+    yield _dumps(head)[:-1] + ',"seeds":'
+    seeds = kept["seeds"].text  # as kept, never decoded (`jobs.figures.JsonText`)
+    for start in range(0, len(seeds), PIECE_BYTES):
+        yield seeds[start : start + PIECE_BYTES]
+    yield ',"results":['
     parts, size, first = [], 0, True
     for row in totals.result_rows(job=job):
         text = _dumps(row) if first else "," + _dumps(row)

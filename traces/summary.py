@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import math
 import statistics
+from array import array
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any
+
+import orjson
 
 from jobs import stats
 from jobs.models import EvalJob, SeedStatus
@@ -22,21 +25,42 @@ def _percentile(sorted_values: list[float], q: float) -> float | None:
     return sorted_values[rank - 1]
 
 
-# The fields of the result rows the summary is computed from.
-_SUMMARY_COLUMNS = ("seed", "repeat", "status", "score", "latency_ms", "tokens", "cost_usd",
-                    "cost_unknown", "budget_exceeded", "judge_status", "verifier_score",
-                    "judge_tokens", "judge_cost_usd")  # fmt: skip
+class _Tally:
+    """What the summary needs of the result rows, gathered as they pass (a stream is never
+    held): counts and sums, and as C doubles the few values per row that a percentile, a
+    deviation or a sum in the rows' order needs."""
 
+    def __init__(self) -> None:
+        self.statuses: Counter[str] = Counter()
+        self.ok_scores, self.ok_latencies, self.costs = array("d"), array("d"), array("d")
+        self.tokens = self.unknown_cost = self.refused = 0
+        self.judged, self.judge_costs = array("d"), array("d")
+        self.judge_cost_missing = False
+        self.verifier_errors = self.judge_tokens = 0
 
-def _columns(rows: Iterable[dict[str, Any]]) -> dict[str, list[Any]]:
-    """The summary's fields of the rows, a list per field: the rows are read once, and only
-    these values outlive it (a stream of rows is never held whole)."""
-    columns: dict[str, list[Any]] = {name: [] for name in _SUMMARY_COLUMNS}
-    appends = [(name, columns[name].append) for name in _SUMMARY_COLUMNS]
-    for row in rows:
-        for name, append in appends:
-            append(row.get(name))
-    return columns
+    def add(self, row: dict[str, Any]) -> stats.Sample:
+        """Count the row in; its sample, for the score figures."""
+        status, score = row.get("status"), row.get("score")
+        self.statuses[status] += 1
+        if status == SeedStatus.SUCCEEDED:
+            if score is not None:
+                self.ok_scores.append(score)
+            if (latency := row.get("latency_ms")) is not None:
+                self.ok_latencies.append(latency)
+        self.tokens += row.get("tokens")
+        self.costs.append(row.get("cost_usd") or 0.0)
+        self.unknown_cost += bool(row.get("cost_unknown"))
+        self.refused += bool(row.get("budget_exceeded"))
+        judge_status = row.get("judge_status")
+        if judge_status == "done":
+            self.judged.append(row.get("verifier_score"))
+        self.verifier_errors += judge_status == "failed"
+        self.judge_tokens += row.get("judge_tokens")
+        if (judge_cost := row.get("judge_cost_usd")) is None:
+            self.judge_cost_missing = True
+        else:
+            self.judge_costs.append(judge_cost)
+        return stats.Sample(row.get("seed"), row.get("repeat"), status, score)
 
 
 def summarize(
@@ -44,74 +68,78 @@ def summarize(
 ) -> dict[str, Any]:
     """The job's summary of its result rows (read once: a stream will do); `figures` when the
     caller computed `job_figures` of the rows already (its per-seed `seeds` are left out)."""
-    c = _columns(rows)
-    return _summary(job=job, c=c, figures=figures or _figures(job=job, c=c))
+    tally = _Tally()
+    if figures is None:
+        samples = [tally.add(row) for row in rows]
+        figures = stats.job_figures(samples, repeats=job.repeats, threshold=job.pass_threshold)
+    else:
+        for row in rows:
+            tally.add(row)
+    return _summary(job=job, tally=tally, figures=figures)
 
 
 def summary_and_seeds(
     *, job: EvalJob, rows: Iterable[dict[str, Any]]
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(the summary, the per-seed figures) of a stream of result rows, read once: only the
-    summary's fields of each row are held meanwhile, never the rows."""
-    c = _columns(rows)
-    figures = _figures(job=job, c=c)
-    return _summary(job=job, c=c, figures=figures), figures["seeds"]
+) -> tuple[dict[str, Any], str]:
+    """(the summary, the per-seed figures as JSON text) of result rows in (seed, repeat) order,
+    read once: neither the rows nor the per-seed figures are held as Python values."""
+    tally = _Tally()
+    seeds = bytearray()
+
+    def seed_done(figures: dict[str, Any]) -> None:
+        seeds.extend(b"," if seeds else b"[")
+        seeds.extend(orjson.dumps(figures))
+
+    samples = (tally.add(row) for row in rows)
+    figures = stats.ordered_job_figures(
+        samples, repeats=job.repeats, threshold=job.pass_threshold, on_seed=seed_done
+    )
+    seeds.extend(b"]" if seeds else b"[]")
+    return _summary(job=job, tally=tally, figures=figures), seeds.decode()
 
 
-def _figures(*, job: EvalJob, c: dict[str, list[Any]]) -> dict[str, Any]:
-    samples = zip(c["seed"], c["repeat"], c["status"], c["score"], strict=True)
-    return stats.job_figures(
-        (stats.Sample(*sample) for sample in samples),
-        repeats=job.repeats, threshold=job.pass_threshold,
-    )  # fmt: skip
-
-
-def _summary(*, job: EvalJob, c: dict[str, list[Any]], figures: dict[str, Any]) -> dict[str, Any]:
-    ok = [i for i, status in enumerate(c["status"]) if status == SeedStatus.SUCCEEDED]
-    scores = [c["score"][i] for i in ok if c["score"][i] is not None]
-    latencies = sorted(c["latency_ms"][i] for i in ok if c["latency_ms"][i] is not None)
-    unknown_cost = sum(1 for unknown in c["cost_unknown"] if unknown)
-    figures = dict(figures)
-    figures.pop("seeds")
-    statuses = Counter(c["status"])
+def _summary(*, job: EvalJob, tally: _Tally, figures: dict[str, Any]) -> dict[str, Any]:
+    scores, statuses, latencies = tally.ok_scores, tally.statuses, sorted(tally.ok_latencies)
+    figures = {name: value for name, value in figures.items() if name != "seeds"}
     return {
         **figures,
         "mean_reward": figures["mean_score"],
         "std_score": statistics.pstdev(scores) if len(scores) > 1 else (0.0 if scores else None),
         "min_score": min(scores) if scores else None,
         "max_score": max(scores) if scores else None,
-        "total_tokens": sum(c["tokens"]),
-        "total_cost_usd": None
-        if unknown_cost
-        else round(sum(cost or 0.0 for cost in c["cost_usd"]), 10),
-        "seeds_with_unknown_cost": unknown_cost,
-        "budget_exceeded": any(c["budget_exceeded"]),
-        "seeds_refused_by_budget": sum(1 for refused in c["budget_exceeded"] if refused),
+        "total_tokens": tally.tokens,
+        "total_cost_usd": None if tally.unknown_cost else round(sum(tally.costs), 10),
+        "seeds_with_unknown_cost": tally.unknown_cost,
+        "budget_exceeded": bool(tally.refused),
+        "seeds_refused_by_budget": tally.refused,
         "num_seeds": job.num_seeds,
-        "num_successful": len(ok),
+        "num_successful": statuses[SeedStatus.SUCCEEDED],
         "num_failed": statuses[SeedStatus.FAILED],
         "num_cancelled": statuses[SeedStatus.CANCELLED],
         "num_pending": statuses[SeedStatus.PENDING] + statuses[SeedStatus.RUNNING],
         "latency_p50_ms": _percentile(latencies, 50),
         "latency_p95_ms": _percentile(latencies, 95),
-        **_judge_figures(c),
+        **_judge_figures(tally),
     }
 
 
 def judge_summary(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """The verifier's part of the summary: its verdicts and what its judges spent (apart from
     `total_tokens` / `total_cost_usd`, which are the policy's)."""
-    return _judge_figures(_columns(rows))
+    tally = _Tally()
+    for row in rows:
+        tally.add(row)
+    return _judge_figures(tally)
 
 
-def _judge_figures(c: dict[str, list[Any]]) -> dict[str, Any]:
-    judged = [v for v, status in zip(c["verifier_score"], c["judge_status"], strict=True)
-              if status == "done"]  # fmt: skip
-    costs = c["judge_cost_usd"]
+def _judge_figures(tally: _Tally) -> dict[str, Any]:
+    judged = tally.judged
     return {
         "mean_verifier_score": statistics.fmean(judged) if judged else None,
         "num_judged": len(judged),
-        "num_verifier_errors": sum(1 for status in c["judge_status"] if status == "failed"),
-        "judge_total_tokens": sum(c["judge_tokens"]),
-        "judge_total_cost_usd": None if None in costs else round(sum(costs), 10),
+        "num_verifier_errors": tally.verifier_errors,
+        "judge_total_tokens": tally.judge_tokens,
+        "judge_total_cost_usd": None
+        if tally.judge_cost_missing
+        else round(sum(tally.judge_costs), 10),
     }

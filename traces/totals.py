@@ -258,7 +258,11 @@ def job_summary(job: EvalJob) -> dict[str, Any]:
 
 
 def kept_figures(
-    *, job: EvalJob, names: tuple[str, ...], extra: Callable[[RowTable, dict], dict] | None = None
+    *,
+    job: EvalJob,
+    names: tuple[str, ...],
+    extra: Callable[[RowTable, dict], dict] | None = None,
+    as_text: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Figures of all the job's rows, kept by `jobs.figures`: "summary", "seeds" (per-seed
     figures) or what `extra(rows, those two)` makes in the same pass. Rows are held as tuples
@@ -267,14 +271,14 @@ def kept_figures(
     def compute() -> dict[str, Any]:
         if extra is None:  # one streaming pass: the rows are never held
             summary, seeds = summary_and_seeds(job=job, rows=result_rows(job=job))
-            return {"summary": summary, "seeds": seeds}
+            return {"summary": summary, "seeds": kept.JsonText(seeds)}
         rows = RowTable(result_rows(job=job))
         figures = job_figures(job=job, rows=rows)
         summary = summarize(job=job, rows=rows, figures=figures)
         base = {"summary": summary, "seeds": figures["seeds"]}
         return {**base, **(extra(rows, base) if extra else {})}
 
-    return kept.cached(job=job, names=names, compute=compute)
+    return kept.cached(job=job, names=names, compute=compute, as_text=as_text)
 
 
 # Seed runs (with their usage) read per database round trip by `result_rows`.
