@@ -246,8 +246,8 @@ class JobRunner:
         try:
             async with asyncio.timeout(job.timeout_s), self.clients.lease() as client:
                 outcome = await environments.rollout(
-                    client, kind=job.task_app_kind, base_url=job.task_app_url,
-                    api_key=self.api_key, body=body,
+                    client, session=self.clients.session, kind=job.task_app_kind,
+                    base_url=job.task_app_url, api_key=self.api_key, body=body,
                 )  # fmt: skip
             return outcome, None
         except TimeoutError:

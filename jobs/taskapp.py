@@ -16,7 +16,9 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import aiohttp
 import httpx
+import orjson
 from django.conf import settings
 
 from jobs.fields import json_value_problem
@@ -134,42 +136,43 @@ async def task_app_probe(
 
 
 async def rollout_post(
-    client: httpx.AsyncClient, *, base_url: str, api_key: str | None, body: dict[str, Any]
+    session: aiohttp.ClientSession, *, base_url: str, api_key: str | None, body: dict[str, Any]
 ) -> RolloutOutcome:
     """POST the rollout and read the answer, at most EVALHUB_MAX_ROLLOUT_RESPONSE_BYTES of
     it. The caller enforces the overall time limit."""
     limit = settings.EVALHUB_MAX_ROLLOUT_RESPONSE_BYTES
-    request = client.build_request(
-        "POST", f"{base_url}/rollout", json=body, headers=headers_for(api_key)
-    )
+    headers = {**headers_for(api_key), "Content-Type": "application/json"}
     try:
-        response = await client.send(request, stream=True)
-    except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+        async with session.post(
+            f"{base_url}/rollout", data=_json_bytes(body), headers=headers
+        ) as response:
+            status, content = response.status, await _read_bounded(response, limit)
+    except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
         raise TaskAppUnreachable(f"{CONNECTION_ERROR_PREFIX}: {_describe(exc)}") from None
-    except httpx.HTTPError as exc:
+    except aiohttp.ClientError as exc:
         raise _broken(exc) from None
-    try:
-        content = await _read_bounded(response, limit)
-    except httpx.HTTPError as exc:
-        raise _broken(exc) from None
-    finally:
-        await response.aclose()
     if content is None:
         raise TaskAppError(
             f"task app answered more than {limit} bytes (EVALHUB_MAX_ROLLOUT_RESPONSE_BYTES)",
             transient=False,
-            http_status=response.status_code,
+            http_status=status,
         )
-    return _storable(rollout_response_parse(status_code=response.status_code, content=content))
+    return _storable(rollout_response_parse(status_code=status, content=content))
 
 
-async def _read_bounded(response: httpx.Response, limit: int) -> bytes | None:
+def _json_bytes(body: dict[str, Any]) -> bytes:
+    try:
+        return orjson.dumps(body)
+    except (orjson.JSONEncodeError, TypeError):  # e.g. an integer beyond 64 bits in env_config
+        return json.dumps(body).encode()
+
+
+async def _read_bounded(response: aiohttp.ClientResponse, limit: int) -> bytes | None:
     """The body, or None as soon as it is known to be over `limit` bytes."""
-    declared = response.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
+    if response.content_length is not None and response.content_length > limit:
         return None
     chunks, size = [], 0
-    async for chunk in response.aiter_bytes():
+    async for chunk in response.content.iter_any():
         size += len(chunk)
         if size > limit:
             return None
@@ -177,7 +180,7 @@ async def _read_bounded(response: httpx.Response, limit: int) -> bytes | None:
     return b"".join(chunks)
 
 
-def _broken(exc: httpx.HTTPError) -> TaskAppError:
+def _broken(exc: Exception) -> TaskAppError:
     # The connection was made and then broke (reset, protocol error): the task app may have
     # died mid-rollout; another try is reasonable.
     return TaskAppError(f"task app connection failed: {_describe(exc)}", transient=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import aiohttp
 import httpx
 
 from jobs import taskapp
@@ -28,13 +29,15 @@ async def probe(
 async def rollout(
     client: httpx.AsyncClient,
     *,
+    session: aiohttp.ClientSession,
     kind: str,
     base_url: str,
     api_key: str | None,
     body: dict[str, Any],
 ) -> taskapp.RolloutOutcome:
     """One seed attempt; `body` is the synth RolloutRequest the runner built (the other kinds
-    read the seed, env_config, policy and inference URL from it)."""
+    read the seed, env_config, policy and inference URL from it). A synth rollout is posted
+    with `session`, the others with `client`."""
     if kind == kinds.SYNTH:
-        return await taskapp.rollout_post(client, base_url=base_url, api_key=api_key, body=body)
+        return await taskapp.rollout_post(session, base_url=base_url, api_key=api_key, body=body)
     return await ADAPTERS[kind].rollout(client, base_url=base_url, body=body)
