@@ -62,7 +62,8 @@ class HeartbeatWriter:
         self.last_ok: float | None = None
 
     def beat(self) -> bool:
-        record = json.dumps({"worker": self.worker, "pid": os.getpid(), "at": time.time()})
+        record = json.dumps({"worker": self.worker, "host": socket.gethostname(),
+                             "pid": os.getpid(), "at": time.time()})  # fmt: skip
         try:
             if self.client is not None:
                 self.client.set(_prefix() + self.worker, record, px=int(HEARTBEAT_TTL_S * 1000))
@@ -86,7 +87,8 @@ class HeartbeatWriter:
 
 
 def live_workers() -> list[dict]:
-    """The workers that consumed within HEARTBEAT_TTL_S: `worker`, `pid`, `seen_s_ago`.
+    """The workers that consumed within HEARTBEAT_TTL_S: `worker` (its node name), `host`,
+    `pid`, `seen_s_ago`.
     Raises when the heartbeats cannot be read (the broker is down)."""
     now = time.time()
     records: list[dict] = []
@@ -106,7 +108,12 @@ def live_workers() -> list[dict]:
             except (OSError, ValueError):
                 continue
     live = [
-        {"worker": r["worker"], "pid": r["pid"], "seen_s_ago": round(max(0.0, now - r["at"]), 1)}
+        {
+            "worker": r["worker"],
+            "host": r.get("host", ""),
+            "pid": r["pid"],
+            "seen_s_ago": round(max(0.0, now - r["at"]), 1),
+        }  # fmt: skip
         for r in records
         if now - r["at"] <= HEARTBEAT_TTL_S
     ]

@@ -32,7 +32,8 @@ def _succeeded(job_id: str) -> int:
 
 def test_idle_workers_join_a_running_job_without_a_fanout(client_alice, worker_factory, settings):
     settings.EVALHUB_JOB_FANOUT = 1
-    app, _ = task_app_create(delay_s=0.05)
+    # Rollouts long enough that the job still runs when the invited workers have started.
+    app, _ = task_app_create(delay_s=0.2)
     with serve_asgi(app) as url:
         for _ in range(3):
             worker_factory(concurrency=2, **FAST)
