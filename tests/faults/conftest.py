@@ -74,10 +74,21 @@ def private_services():
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if report.when == "call":
+        item.call_failed = report.failed
+    return report
+
+
 @pytest.fixture
-def stack(private_services):
+def stack(private_services, request):
     s = Stack(**private_services)
     yield s
+    if getattr(request.node, "call_failed", False):
+        # What the processes said and where the jobs stand: printed under the failure.
+        print(s.report())
     s.close()
 
 

@@ -130,6 +130,22 @@ class Stack:
         self.web = web
         return web
 
+    def report(self, *, tail: int = 6000) -> str:
+        """Each child's exit code and the end of its log, and every job's seeds by status."""
+        parts = []
+        for child in self.children:
+            parts.append(f"----- {child.name} (exit {child.proc.poll()})\n{child.log()[-tail:]}")
+        try:
+            rows = self.query(
+                "SELECT j.id, j.status, j.runner_seen_at, j.dispatched_at, s.status AS seed_status,"
+                " count(*) AS n FROM jobs_evaljob j JOIN jobs_seedrun s ON s.job_id = j.id"
+                " GROUP BY 1, 2, 3, 4, 5 ORDER BY 1"
+            )
+            parts.append("----- jobs\n" + "\n".join(str(row) for row in rows))
+        except Exception as exc:  # the database may be what broke
+            parts.append(f"----- jobs: could not read them: {exc}")
+        return "\n".join(parts)
+
     def close(self) -> None:
         for child in self.children:
             with contextlib.suppress(Exception):
