@@ -253,6 +253,9 @@ class RolloutAttempt(models.Model):
     started_at = models.DateTimeField()
     finished_at = models.DateTimeField(null=True, blank=True)
     latency_ms = models.FloatField(null=True, blank=True)
+    # LLM calls the interceptor let through for this attempt, counted in the database so that
+    # its `max_llm_calls` holds however many web processes serve the calls (traces/interceptor).
+    llm_calls_admitted = models.PositiveIntegerField(default=0, db_default=0)
 
     class Meta:
         ordering = ["seed_run", "number"]

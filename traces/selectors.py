@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Count, Q, Sum
+from django.db.models import Q, Sum
 
 from jobs.models import AttemptStatus, JudgeStatus, RolloutAttempt, SeedRun
 from traces.models import BUDGET_EXCEEDED, RETRIED_MARK, ROLLOUT_LIMIT_EXCEEDED, LLMCall
@@ -78,9 +78,9 @@ def attempts_ended(*, attempt_ids: list[int]) -> dict[int, datetime | None]:
     return ended
 
 
-def attempt_spent(*, attempt_id: int) -> tuple[int, int, float]:
-    """(calls that reached a provider, tokens, cost) of one attempt so far: what a process that
-    first sees the attempt starts its per-rollout counts from. Failed tries that were retried
+def attempt_spent(*, attempt_id: int) -> tuple[int, float]:
+    """(tokens, cost) of one attempt's calls as recorded by every web process: what its
+    per-rollout token and cost limits are checked against. Failed tries that were retried
     are not calls of their own."""
     refused = (
         Q(error__startswith=BUDGET_EXCEEDED)
@@ -90,9 +90,9 @@ def attempt_spent(*, attempt_id: int) -> tuple[int, int, float]:
     row = (
         LLMCall.objects.filter(attempt_id=attempt_id)
         .exclude(refused)
-        .aggregate(calls=Count("id"), tokens=Sum("total_tokens"), cost=Sum("cost_usd"))
+        .aggregate(tokens=Sum("total_tokens"), cost=Sum("cost_usd"))
     )
-    return row["calls"] or 0, row["tokens"] or 0, row["cost"] or 0.0
+    return row["tokens"] or 0, row["cost"] or 0.0
 
 
 def judge_access_get(*, token_hash: str) -> AttemptAccess | None:

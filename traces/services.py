@@ -19,8 +19,10 @@ from django.db import (
     connections,
     transaction,
 )
+from django.db.models import F
 
 from jobs import figures as kept
+from jobs.models import RolloutAttempt
 from traces.models import LLMCall
 from traces.pricing import call_cost
 from traces.usage import TokenUsage, sse_events, usage_estimate
@@ -209,3 +211,11 @@ def _response_document(record: CallRecord) -> dict[str, Any] | None:
     except ValueError:
         return {"raw": record.response_body[:10_000].decode("utf-8", errors="replace")}
     return doc if isinstance(doc, dict) else {"raw": doc}
+
+
+def attempt_call_admit(*, attempt_id: int, max_calls: int) -> bool:
+    """Let one more LLM call of the attempt through unless `max_calls` already were: one
+    conditional UPDATE, so the web processes that share an attempt's calls together never let
+    more than `max_calls` through."""
+    admitted = RolloutAttempt.objects.filter(pk=attempt_id, llm_calls_admitted__lt=max_calls)
+    return bool(admitted.update(llm_calls_admitted=F("llm_calls_admitted") + 1))

@@ -1,6 +1,7 @@
 """Several web processes against one database (what `make run` and compose start with
-EVALHUB_WEB_CONCURRENCY > 1): what each keeps in memory (token cache, budget totals) never lets
-a call through that another process's calls have made unauthorized."""
+EVALHUB_WEB_CONCURRENCY > 1): what each keeps in memory (token cache, budget totals, a
+rollout's spending) never lets a call through that another process's calls have made
+unauthorized."""
 
 from __future__ import annotations
 
@@ -77,6 +78,29 @@ def test_a_token_whose_attempt_ended_is_refused_by_every_process(two_webs, make_
     for base in two_webs:
         servers.wait_until(lambda b=base: _status_of_call(b, rollout.token) == 410,
                            what="the ended token to be refused")  # fmt: skip
+
+
+def test_max_llm_calls_holds_over_calls_spread_across_processes(two_webs, make_rollout):
+    web_a, web_b = two_webs
+    rollout = make_rollout(rollout_limits={"max_llm_calls": 3})
+    # Alternating, each process alone would let three through.
+    answers = [_status_of_call(two_webs[i % 2], rollout.token) for i in range(6)]
+    assert answers == [200, 200, 200, 429, 429, 429]
+    rollout.attempt.refresh_from_db()
+    assert rollout.attempt.llm_calls_admitted == 3
+    assert _status_of_call(web_a, rollout.token) == _status_of_call(web_b, rollout.token) == 429
+
+
+def test_a_rollout_token_limit_counts_what_the_other_process_spent(two_webs, make_rollout):
+    web_a, web_b = two_webs
+    rollout = make_rollout(rollout_limits={"max_tokens": 2000})  # each call spends 1,500
+    assert _status_of_call(web_a, rollout.token) == 200
+    recorded(rollout.attempt, 1)
+    assert _status_of_call(web_b, rollout.token) == 200  # 1,500 of 2,000 spent: one more
+    recorded(rollout.attempt, 2)
+    # 3,000 spent, half of it through B: A refuses at once, as B does.
+    assert _status_of_call(web_a, rollout.token) == 429
+    assert _status_of_call(web_b, rollout.token) == 429
 
 
 def test_make_run_starts_the_configured_number_of_web_processes(settings):

@@ -2,12 +2,13 @@
 
 A lean ASGI app mounted beside Django in the same process (see `evalhub/asgi.py`): Django's
 request machinery costs more per call than this whole handler (the README has the numbers).
-Per call it does no database work at all once the token is cached: tokens resolve from an
+Per call it does no database work at all once the token is cached (unless the job sets
+per-rollout limits, which are counted in the database): tokens resolve from an
 in-process cache (`access.py`), budgets are checked against per-job spent totals kept in memory
 (`budgets.py`), and the `LLMCall` row is written by a writer thread after the caller has its
 answer (`writer.py`). `routes.py` has the wire formats and picks the provider, `resilience.py`
 retries, queues and falls back, `relay.py` forwards and streams, `limits.py` enforces
-per-rollout limits, `clients.py` holds the pooled client, `errors.py` the interceptor's own
+per-rollout limits across web processes, `clients.py` holds the pooled client, `errors.py` the interceptor's own
 answers, `app.py` routing and the process's set-up. `access.py` also closes an ended attempt's
 URL within EVALHUB_INTERCEPTOR_REVOCATION_POLL_S.
 

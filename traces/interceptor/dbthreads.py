@@ -28,10 +28,26 @@ class DbThreads:
                 connection.close()
                 return fn(**kwargs)
 
+        return await self._in_thread(run)
+
+    async def write(self, fn, /, **kwargs):
+        """Run a short write (one statement, autocommit) in one of our threads, once: a
+        connection that fails is closed for the next one."""
+
+        def run():
+            try:
+                return fn(**kwargs)
+            except DatabaseError:
+                connection.close()
+                raise
+
+        return await self._in_thread(run)
+
+    async def _in_thread(self, run):
         try:
             return await asyncio.get_running_loop().run_in_executor(self._pool, run)
         except DatabaseError as exc:
-            log.exception("the interceptor could not read the database")
+            log.exception("the interceptor could not reach the database")
             raise InterceptorError(
                 503, "service_unavailable", "The interceptor cannot reach its database."
             ) from exc

@@ -1,15 +1,16 @@
 """Per-rollout limits (the job's `rollout_limits`: `max_llm_calls`, `max_tokens`,
-`max_cost_usd`): what one rollout attempt may spend.
+`max_cost_usd`): what one rollout attempt may spend, however many web processes serve its calls.
 
-Checked before forwarding, in memory: a call is counted when it is let through (so
-`max_llm_calls` is never exceeded), its tokens and cost when the writer has read its usage,
-exactly as recorded. A call arriving while an earlier call of the same attempt has answered but
-is not yet counted waits for that count (the writer takes milliseconds), so a rollout that calls
-one at a time stops exactly at the first call past a token or cost limit. The overshoot is at
-most the calls that were in flight when the limit was crossed: each of them still reaches the
-provider and is billed. Per web process: a process that first sees an attempt reads what it
-spent so far; calls of one attempt spread over several processes may overshoot by what the
-others spent since.
+Checked before forwarding. `max_llm_calls` is never exceeded: a call is let through by one
+conditional UPDATE of the attempt's count in the database (`services.attempt_call_admit`), which
+every process shares. Tokens and cost are counted when the writer has read a call's usage,
+exactly as recorded: a call arriving while an earlier call of the same attempt, in this
+process, has answered but is not yet counted waits for that count (the writer takes
+milliseconds), then the attempt's spending as recorded by every process is read. So a rollout
+that calls one at a time stops exactly at the first call past a token or cost limit, whichever
+process serves it. The overshoot is at most the calls in flight when the limit was crossed
+(and those another process has answered and not yet saved): each still reaches the provider
+and is billed.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from traces import selectors
+from traces import selectors, services
 from traces.interceptor.dbthreads import DbThreads
 from traces.interceptor.errors import InterceptorError
 from traces.models import ROLLOUT_LIMIT_EXCEEDED
@@ -31,7 +32,6 @@ _COUNT_WAIT_S = 2.0
 
 @dataclass
 class _Spent:
-    calls: int
     tokens: int
     cost: float
     pending: int = 0  # answered calls the writer has not counted yet
@@ -45,10 +45,7 @@ class RolloutLimits:
 
     async def track(self, access: selectors.AttemptAccess) -> None:
         if access.rollout_limits and access.attempt_id not in self._spent:
-            calls, tokens, cost = await self._db.read(
-                selectors.attempt_spent, attempt_id=access.attempt_id
-            )
-            self._spent.setdefault(access.attempt_id, _Spent(calls, tokens, cost))
+            self._spent.setdefault(access.attempt_id, _Spent(0, 0.0))
 
     async def check(self, access: selectors.AttemptAccess) -> None:
         """Raise 429 rollout_limit_exceeded once the attempt reached a limit; else count the
@@ -57,22 +54,24 @@ class RolloutLimits:
         spent = self._spent.get(access.attempt_id)
         if not limits or spent is None:
             return
-        deadline = time.monotonic() + _COUNT_WAIT_S
-        counts_usage = (
-            limits.get("max_tokens") is not None or limits.get("max_cost_usd") is not None
-        )
-        while counts_usage and spent.pending and time.monotonic() < deadline:
-            await asyncio.sleep(0.002)
-        reached = _reached(limits, spent)
-        if reached:
-            name, used = reached
-            raise InterceptorError(
-                429,
-                ROLLOUT_LIMIT_EXCEEDED,
-                f"This rollout reached its limit {name}: {used} of {limits[name]:g}.",
+        if limits.get("max_tokens") is not None or limits.get("max_cost_usd") is not None:
+            deadline = time.monotonic() + _COUNT_WAIT_S
+            while spent.pending and time.monotonic() < deadline:
+                await asyncio.sleep(0.002)
+            # Every process's recorded calls; ours may be counted here and not saved yet.
+            tokens, cost = await self._db.read(
+                selectors.attempt_spent, attempt_id=access.attempt_id
             )
-        with self._lock:
-            spent.calls += 1
+            with self._lock:
+                spent.tokens, spent.cost = max(spent.tokens, tokens), max(spent.cost, cost)
+            reached = _usage_reached(limits, spent)
+            if reached:
+                _refuse(limits, *reached)
+        max_calls = limits.get("max_llm_calls")
+        if max_calls is not None and not await self._db.write(
+            services.attempt_call_admit, attempt_id=access.attempt_id, max_calls=max_calls
+        ):
+            _refuse(limits, "max_llm_calls", f"{max_calls} calls")
 
     def submitted(self, record: CallRecord) -> None:
         """A forwarded call's record goes to the writer: its count is pending."""
@@ -95,12 +94,18 @@ class RolloutLimits:
                     spent.pending -= 1
 
 
-def _reached(limits: dict, spent: _Spent) -> tuple[str, str] | None:
-    """(the first limit reached, what was used of it), or None."""
-    if limits.get("max_llm_calls") is not None and spent.calls >= limits["max_llm_calls"]:
-        return "max_llm_calls", f"{spent.calls} calls"
+def _usage_reached(limits: dict, spent: _Spent) -> tuple[str, str] | None:
+    """(the first usage limit reached, what was used of it), or None."""
     if limits.get("max_tokens") is not None and spent.tokens >= limits["max_tokens"]:
         return "max_tokens", f"{spent.tokens} tokens"
     if limits.get("max_cost_usd") is not None and spent.cost >= limits["max_cost_usd"]:
         return "max_cost_usd", f"${spent.cost:.6f}"
     return None
+
+
+def _refuse(limits: dict, name: str, used: str):
+    raise InterceptorError(
+        429,
+        ROLLOUT_LIMIT_EXCEEDED,
+        f"This rollout reached its limit {name}: {used} of {limits[name]:g}.",
+    )
