@@ -6,7 +6,8 @@ process and report the serving process's peak memory (VmHWM) and the time taken.
 Runs in a throw-away data directory (SQLite, local files); `--storage s3` serves storage from an
 S3-compatible server (moto) on a loopback port through the real S3Storage backend. Two
 downloads: the first builds the zip while streaming it and stores it, the second is read from
-storage.
+storage. Then the zip is built again as evalhub builds it when a job ends: by a worker, into
+storage (timed in a process of its own).
 """
 
 from __future__ import annotations
@@ -88,6 +89,23 @@ def create_job(*, owner, seeds: int, calls: int):
             for q in range(1, calls + 1)
         )  # fmt: skip
     return job
+
+
+# Run in a child process: the worker's task on the job, timed, with the process's peak RSS growth.
+WORKER_BUILD = """
+import json, os, sys, time
+import django
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalhub.settings")
+django.setup()
+sys.path.insert(0, "bench")
+from bench_traces_zip import vm_kib
+from traces.tasks import job_traces_zip_build
+start = vm_kib(os.getpid(), "VmHWM")
+t = time.monotonic()
+job_traces_zip_build(sys.argv[1])
+elapsed = time.monotonic() - t
+print(json.dumps({"s": elapsed, "growth_mib": (vm_kib(os.getpid(), "VmHWM") - start) / 1024}))
+"""
 
 
 def main() -> None:
@@ -188,6 +206,23 @@ def main() -> None:
             )
         job.refresh_from_db()
         print(f"stored as {job.traces_zip_name!r} ({args.storage} storage)")
+        # What evalhub does as a job ends: a worker builds its zip into storage (the Celery
+        # task's own function, in a process of its own), so the first download is a read.
+        from traces.export import traces_zip_storage
+
+        traces_zip_storage().delete(job.traces_zip_name)
+        type(job).objects.filter(pk=job.pk).update(traces_zip_name="")
+        built = subprocess.run(
+            [sys.executable, "-c", WORKER_BUILD, job.id], cwd=ROOT, env=dict(os.environ),
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        worker = json.loads(built.stdout.strip().splitlines()[-1])
+        worker["seeds_per_s"] = args.seeds / worker["s"]
+        figures["worker"] = worker
+        print(
+            f"built by a worker as the job ends: {worker['s']:.1f}s "
+            f"({worker['seeds_per_s']:.0f} seeds/s), its process grew by {worker['growth_mib']:.0f} MiB"
+        )
         if args.json:
             Path(args.json).write_text(json.dumps(figures, indent=2))
     finally:

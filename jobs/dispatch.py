@@ -18,6 +18,7 @@ log = logging.getLogger(__name__)
 JOB_RUN_TASK = "jobs.job_run"
 JOBS_REDISPATCH_TASK = "jobs.jobs_redispatch"
 JOB_JUDGE_TASK = "jobs.job_judge"
+TRACES_ZIP_TASK = "traces.job_traces_zip_build"
 
 
 def job_dispatch(job_id: str) -> bool:
@@ -40,5 +41,17 @@ def job_judge_dispatch(job_id: str) -> bool:
         app.send_task(JOB_JUDGE_TASK, args=[job_id])
     except Exception:  # any broker failure
         log.warning("job %s: the broker is unreachable; judging waits", job_id, exc_info=True)
+        return False
+    return True
+
+
+def job_traces_zip_dispatch(job_id: str) -> bool:
+    """Have a worker build and store the zip of a job that ended (traces/export.py); False
+    when the broker could not be reached (the first download builds it then)."""
+    try:
+        app.send_task(TRACES_ZIP_TASK, args=[job_id])
+    except Exception:  # any broker failure
+        log.warning("job %s: the broker is unreachable; its zip is built on first download",
+                    job_id, exc_info=True)  # fmt: skip
         return False
     return True

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from evalhub import crypto
 from jobs.bulk import seed_runs_insert
-from jobs.dispatch import job_dispatch
+from jobs.dispatch import job_dispatch, job_traces_zip_dispatch
 from jobs.events import EventType, job_event_append
 from jobs.models import (
     OPEN_JUDGE_STATUSES,
@@ -254,6 +254,8 @@ def job_finish_if_done(
         unreachable = bool(ended) and not reachable.exists()
         now = timezone.now()
         job.completed_at = now
+        # Its zip will not change any more: a worker builds it now, not the first download.
+        transaction.on_commit(lambda: job_traces_zip_dispatch(job_id))
         if unreachable:
             job.status = JobStatus.FAILED
             job.error = f"every seed failed: {ended[0][1]}"

@@ -10,11 +10,13 @@ import zipfile
 
 import httpx
 import pytest
+from django.core.files.storage import default_storage
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from openai import AsyncOpenAI, OpenAIError
 
 from jobs.apikeys import api_key_create_for_username
+from jobs.models import EvalJob
 from tests.support import servers
 
 SERVER_KEY = "sk-provider-key-only-the-server-holds"
@@ -145,6 +147,13 @@ def test_per_seed_tokens_and_cost_equal_what_the_provider_reported(system, fake_
     for call in chat_calls:
         assert call["headers"].get("authorization") == f"Bearer {SERVER_KEY}"
         assert CALLER_KEY not in str(call["headers"])
+
+    # The worker stored the zip as the job ended; the download reads it from storage.
+    stored = servers.wait_until(
+        lambda: EvalJob.objects.filter(pk=job_id).values_list("traces_zip_name", flat=True)[0],
+        timeout=60, what="the worker to store the job's zip",
+    )  # fmt: skip
+    assert default_storage.exists(stored)
 
     # The traces zip has every call of every seed, and none of the secrets.
     zipped = httpx.get(f"{base}/api/eval/jobs/{job_id}/traces", headers=headers, timeout=60)

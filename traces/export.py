@@ -8,8 +8,10 @@ generator of members (zip64 when needed), so no buffer holds the archive.
 
 A running job's zip holds the seeds that have finished. A terminal job's zip is built once,
 kept in storage (`EvalJob.traces_zip_name`) and served from there, streamed, never redirected.
-The first download of a terminal job streams to the client and into a temporary file at the
-same time; the file goes to storage when the stream completes.
+A worker builds it as the job ends (`job_traces_zip_store`, the `traces.job_traces_zip_build`
+task), off the web process. A download that comes first streams to the client and into a
+temporary file at the same time; the file goes to storage when the stream completes (whichever
+build is stored first is kept).
 """
 
 from __future__ import annotations
@@ -247,6 +249,23 @@ def job_traces_final(*, job: EvalJob) -> bool:
         job.is_terminal
         and not SeedRun.objects.filter(job=job).exclude(status__in=TERMINAL_SEED_STATUSES).exists()
     )
+
+
+def job_traces_zip_store(*, job: EvalJob) -> str | None:
+    """Build the zip of an ended job into storage unless it is there already (a worker does
+    this as the job ends, so the first download is read from storage); its storage name, or
+    None while the job's zip may still change."""
+    if not job_traces_final(job=job):
+        return None
+    if _stored_zip_exists(job=job):
+        return job.traces_zip_name
+    with tempfile.TemporaryFile() as tmp:
+        for chunk in job_traces_zip_stream(job=job):
+            tmp.write(chunk)
+        if job.traces_zip_name:  # recorded but gone from storage: replaced
+            EvalJob.objects.filter(pk=job.pk).update(traces_zip_name="")
+            job.traces_zip_name = ""
+        return _store_built_zip(job=job, tmp=tmp)
 
 
 def job_traces_chunks(*, job: EvalJob) -> Iterator[bytes]:

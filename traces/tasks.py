@@ -7,6 +7,9 @@ import logging
 from django.conf import settings
 
 from evalhub.celery import app
+from jobs.dispatch import TRACES_ZIP_TASK
+from jobs.models import EvalJob
+from traces.export import job_traces_zip_store
 from traces.retention import traces_prune
 
 log = logging.getLogger(__name__)
@@ -23,3 +26,12 @@ def traces_prune_daily() -> None:
         "pruned %d job(s) older than %d day(s): %d LLM call(s), %d task trace(s), %d zip(s)",
         report.jobs, days, report.llm_calls, report.task_traces, report.zip_files,
     )  # fmt: skip
+
+
+@app.task(name=TRACES_ZIP_TASK, ignore_result=True)
+def job_traces_zip_build(job_id: str) -> None:
+    """Build and store the zip of a job that just ended (sent by `jobs.services` when it ends),
+    so that its first download is read from storage; safe to deliver twice."""
+    job = EvalJob.objects.filter(pk=job_id).first()
+    if job is not None:
+        job_traces_zip_store(job=job)

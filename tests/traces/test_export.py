@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 
 from jobs.models import EvalJob, SeedRun
 from tests.support.trace_rows import TASK_APP_BEARER, TASK_APP_KEY, make_traced_job
-from traces import export
+from traces import export, tasks
 from traces.models import LLMCall
 
 pytestmark = pytest.mark.django_db
@@ -172,6 +172,25 @@ def test_store_is_idempotent_and_rebuilds_a_zip_gone_from_storage(client_alice, 
     zf = download(client_alice, traced.job.id)
     assert "seeds/seed_4.json" in zf.namelist()
     assert export.traces_zip_storage().exists(EvalJob.objects.get(pk=traced.job.pk).traces_zip_name)
+
+
+def test_a_worker_stores_an_ended_job_zip_that_downloads_then_read(client_alice, trace_storage):
+    traced = make_traced_job(seeds=[0, 1], calls_per_seed=2, status="running")
+    SeedRun.objects.filter(job=traced.job, seed=1).update(status="running", finished_at=None)
+    assert export.job_traces_zip_store(job=EvalJob.objects.get(pk=traced.job.pk)) is None
+    SeedRun.objects.filter(job=traced.job, seed=1).update(status="succeeded")
+    EvalJob.objects.filter(pk=traced.job.pk).update(status="completed")
+    tasks.job_traces_zip_build(traced.job.id)  # what the worker runs as the job ends
+    job = EvalJob.objects.get(pk=traced.job.pk)
+    assert job.traces_zip_name == f"traces/{job.id}.zip"
+    stored = export.traces_zip_storage().open(job.traces_zip_name).read()
+    assert export.job_traces_zip_store(job=job) == job.traces_zip_name  # not built again
+    # The download reads storage: rows deleted now do not change it.
+    LLMCall.objects.filter(attempt__seed_run__job=job).delete()
+    downloaded = b"".join(client_alice.get(f"{JOBS}/{job.id}/traces").streaming_content)
+    assert downloaded == stored
+    names = zipfile.ZipFile(io.BytesIO(downloaded)).namelist()
+    assert sorted(names) == ["manifest.json", "seeds/seed_0.json", "seeds/seed_1.json"]
 
 
 def test_stored_zip_is_read_in_chunks(trace_storage, monkeypatch):
