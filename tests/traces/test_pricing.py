@@ -43,3 +43,60 @@ def test_an_operator_price_wins_and_may_be_zero(settings):
         cached_tokens=500,
     ) == pytest.approx(4_000 / 1e6)  # fmt: skip
     assert call_cost(model="mine", price_provider=None, prompt_tokens=9, completion_tokens=9) == 0.0
+
+
+def _library_cost(model, provider, **counts):
+    """What genai-prices answers for the call, as call_cost has always asked it."""
+    from genai_prices import Usage, calc_price
+
+    prompt, completion = counts["prompt_tokens"], counts["completion_tokens"]
+    cached = min(counts["cached_tokens"], prompt)
+    usage = Usage(
+        input_tokens=prompt, output_tokens=completion, cache_read_tokens=cached or None,
+        cache_write_tokens=min(counts["cache_write_tokens"], prompt - cached) or None,
+        output_reasoning_tokens=min(counts["reasoning_tokens"], completion) or None,
+    )  # fmt: skip
+    try:
+        return float(calc_price(usage, model, provider_id=provider).total_price)
+    except Exception:
+        return None
+
+
+def test_every_model_costs_exactly_what_the_library_says():
+    """The per-token prices read once for an untiered model give the library's own answer, to
+    the last digit, for every model of every provider; tiered ones go through the library."""
+    import random
+
+    from genai_prices.data_snapshot import get_snapshot
+
+    from traces import pricing
+
+    rng = random.Random(7)
+    usages = [
+        {"prompt_tokens": 1000, "completion_tokens": 50, "cached_tokens": 512,
+         "reasoning_tokens": 0, "cache_write_tokens": 0},
+        {"prompt_tokens": 300_000, "completion_tokens": 40_000, "cached_tokens": 250_000,
+         "reasoning_tokens": 30_000, "cache_write_tokens": 20_000},  # past the usual tiers
+        {"prompt_tokens": 0, "completion_tokens": 0, "cached_tokens": 0,
+         "reasoning_tokens": 0, "cache_write_tokens": 0},
+    ] + [
+        {"prompt_tokens": rng.randrange(0, 400_000), "completion_tokens": rng.randrange(0, 60_000),
+         "cached_tokens": rng.randrange(0, 200_000), "reasoning_tokens": rng.randrange(0, 9_000),
+         "cache_write_tokens": rng.randrange(0, 50_000)}
+        for _ in range(4)
+    ]  # fmt: skip
+    linear = tiered = 0
+    for provider in get_snapshot().providers:
+        for info in provider.models:
+            for counts in usages:
+                expected = _library_cost(info.id, provider.id, **counts)
+                got = call_cost(model=info.id, price_provider=provider.id, **counts)
+                assert got == expected, (provider.id, info.id, counts)
+            try:
+                fast = pricing._linear_for(info.id, provider.id)
+            except LookupError:
+                continue
+            linear += fast is not None
+            tiered += fast is None
+    assert linear > 500 and tiered > 10, (linear, tiered)
+    assert pricing._linear_for("gpt-4o-mini", "openai") is not None
