@@ -102,13 +102,19 @@ def run_job(*, workers: int, task_url: str, seeds: int, max_concurrent: int) -> 
 
         job = wait_until(over, timeout=3600, interval=0.1, what="the job to end")
         wall = time.perf_counter() - created
+        # As a job ends a worker builds its traces zip: waited for here, so that it does not
+        # run beside the next measurement.
+        wait_until(lambda: EvalJob.objects.filter(pk=job.pk).exclude(traces_zip_name="").exists(),
+                   timeout=3600, interval=0.1, what="the job's zip")  # fmt: skip
+        zip_s = time.perf_counter() - created - wall
     finally:
         for proc in procs:
             proc.stop()
     succeeded = SeedRun.objects.filter(job=job, status="succeeded").count()
     run_s = (job.completed_at - job.started_at).total_seconds()
     return {"workers": workers, "status": job.status, "succeeded": succeeded, "seeds": seeds,
-            "wall_s": wall, "run_s": run_s, "rollouts_per_s": succeeded / run_s}  # fmt: skip
+            "wall_s": wall, "run_s": run_s, "rollouts_per_s": succeeded / run_s,
+            "zip_after_s": zip_s}  # fmt: skip
 
 
 def direct_in_child(task_url: str, *, seeds: int, concurrency: int) -> float:
@@ -188,7 +194,8 @@ def main() -> int:
                 run = run_job(workers=workers, task_url=task_url, seeds=args.seeds,
                               max_concurrent=args.max_concurrent)  # fmt: skip
                 print(f"{workers} worker(s): {run['succeeded']}/{args.seeds} succeeded, "
-                      f"run {run['run_s']:.2f}s, {run['rollouts_per_s']:.1f} rollouts/s",
+                      f"run {run['run_s']:.2f}s, {run['rollouts_per_s']:.1f} rollouts/s; "
+                      f"traces zip stored {run['zip_after_s']:.1f}s after the job ended",
                       flush=True)  # fmt: skip
                 out["runs"].append(run)
         if args.wall_delay > 0:
