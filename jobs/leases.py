@@ -194,24 +194,47 @@ def rollout_attempts_start(
 
 
 def rollout_attempt_finish(*, end: AttemptEnd) -> None:
-    _update(
+    rollout_attempts_finish(ends=[end])
+
+
+def rollout_attempts_finish(*, ends: list[AttemptEnd]) -> None:
+    """Record how the attempts ended: one statement, run for each."""
+    now = timezone.now()
+    _update_many(
         RolloutAttempt,
-        where={"id": end.attempt_id, "status": AttemptStatus.RUNNING},
-        values={"status": end.status, "http_status": end.http_status, "error": end.error,
-                "latency_ms": end.latency_ms, "finished_at": timezone.now()},
+        [
+            ({"id": end.attempt_id, "status": AttemptStatus.RUNNING},
+             {"status": end.status, "http_status": end.http_status, "error": end.error,
+              "latency_ms": end.latency_ms, "finished_at": now})
+            for end in ends
+        ],
     )  # fmt: skip
 
 
 def _update(model: type[Model], *, where: dict[str, Any], values: dict[str, Any]) -> int:
     """`model.objects.filter(**where).update(**values)` (equalities only), written out: the
-    ORM's building of these two statements per result was most of a busy worker's database
+    ORM's building of these statements per result was most of a busy worker's database
     time. The values are prepared by their fields as `update` would; the count of rows."""
     sql, fields = _update_statement(model, tuple(where), tuple(values))
-    given = (*values.values(), *where.values())
-    params = [f.get_db_prep_save(v, connection) for f, v in zip(fields, given, strict=True)]
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(sql, _update_params(fields, where, values))
         return cursor.rowcount
+
+
+def _update_many(model: type[Model], rows: list[tuple[dict[str, Any], dict[str, Any]]]) -> None:
+    """`_update` for each (where, values) of `rows`, all of one shape, as one executemany
+    (one round trip on PostgreSQL, whose driver pipelines it)."""
+    if not rows:
+        return
+    where, values = rows[0]
+    sql, fields = _update_statement(model, tuple(where), tuple(values))
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, [_update_params(fields, w, v) for w, v in rows])
+
+
+def _update_params(fields, where: dict[str, Any], values: dict[str, Any]) -> list:
+    given = (*values.values(), *where.values())
+    return [f.get_db_prep_save(v, connection) for f, v in zip(fields, given, strict=True)]
 
 
 @cache
@@ -269,23 +292,28 @@ class SeedFinish:
 
 def seed_runs_finish(*, worker: str, finishes: list[SeedFinish]) -> list[bool]:
     """`seed_run_finish` for several seeds in one transaction (the runner writes the results
-    that arrive while its last write runs together); for each, whether it was written."""
+    that arrive while its last write runs together); for each, whether it was written. The
+    seed runs `worker` still holds are locked and read first, then every result is written by
+    one statement."""
     with transaction.atomic():
-        written = []
-        for finish in finishes:
-            if finish.attempt is not None:
-                rollout_attempt_finish(end=finish.attempt)
-            written.append(_write_result(finish, worker))
-        done = [f.seed_run_id for f, ok in zip(finishes, written, strict=True) if ok]
+        rollout_attempts_finish(ends=[f.attempt for f in finishes if f.attempt is not None])
+        ids = [f.seed_run_id for f in finishes]
+        held = set(
+            _held_seed_runs(seed_run_ids=ids, worker=worker)
+            .select_for_update()
+            .values_list("id", flat=True)
+        )
+        written = [f.seed_run_id in held for f in finishes]
+        _update_many(SeedRun, [_result_row(f, worker) for f in finishes if f.seed_run_id in held])
+        done = [i for i in ids if i in held]
         if done:
             seed_events_append(seed_run_ids=done)
     return written
 
 
-def _write_result(finish: SeedFinish, worker: str) -> bool:
-    """`_release` of the held seed run with its result, as one `_update`."""
+def _result_row(finish: SeedFinish, worker: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(where, values) of `_release` of the held seed run with its result."""
     result = finish.result
-    held = {"id": finish.seed_run_id, **_held(worker)}
     values = {
         **_RELEASED,
         "status": finish.status,
@@ -298,7 +326,7 @@ def _write_result(finish: SeedFinish, worker: str) -> bool:
         "task_app_score": result.task_app_score if result.judge_status else result.scores.score,
         "judge_status": result.judge_status,
     }
-    return bool(_update(SeedRun, where=held, values=values))
+    return {"id": finish.seed_run_id, **_held(worker)}, values
 
 
 def seed_run_retry_later(
