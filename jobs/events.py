@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import IntegrityError, models, transaction
-from django.db.models import Max
+from django.db import IntegrityError, connection, models, transaction
+from django.utils import timezone
 
 from jobs.models import EvalJob, JobEvent, SeedRun, SeedStatus
 
@@ -36,19 +36,51 @@ def job_event_append(
     return _append(job_id, [(type, payload)])[0]
 
 
-def _append(job_id: str, events: list[tuple[EventType, dict[str, Any]]]) -> list[JobEvent]:
-    """Append `events` in order, numbered on from the job's last."""
+def _append(
+    job_id: str, events: list[tuple[EventType, dict[str, Any]]], *, make=None
+) -> list[JobEvent]:
+    """Append `events` in order, numbered on from the job's last, and return them (without
+    their ids). Written out, one MAX and one INSERT: the worker appends with every batch of
+    results. `make(cursor)`, when given, makes the events instead, from what it reads in the
+    same savepoint as the numbering (read again if another process took the numbers)."""
     for _ in range(10):
         try:
-            with transaction.atomic():
-                last = JobEvent.objects.filter(job_id=job_id).aggregate(m=Max("seq"))["m"] or 0
-                return JobEvent.objects.bulk_create(
-                    JobEvent(job_id=job_id, seq=last + n, type=type, data=data)
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute(_LAST_SEQ_SQL, [job_id])
+                last = cursor.fetchone()[0] or 0
+                if make is not None:
+                    events = make(cursor)
+                now = timezone.now()
+                rows = [
+                    JobEvent(job_id=job_id, seq=last + n, type=type, data=data, created_at=now)
                     for n, (type, data) in enumerate(events, start=1)
-                )
+                ]
+                cursor.executemany(
+                    _INSERT_SQL,
+                    [[f.get_db_prep_save(getattr(e, f.attname), connection) for f in _FIELDS]
+                     for e in rows],
+                )  # fmt: skip
+                return rows
         except IntegrityError:
             continue  # another process took those numbers; read again
     raise RuntimeError(f"could not append {len(events)} event(s) to job {job_id}")
+
+
+_q = connection.ops.quote_name
+_FIELDS = tuple(f for f in JobEvent._meta.concrete_fields if not f.primary_key)
+_LAST_SEQ_SQL = (
+    f"SELECT MAX({_q('seq')}) FROM {_q(JobEvent._meta.db_table)} WHERE {_q('job_id')} = %s"
+)
+_INSERT_SQL = (
+    f"INSERT INTO {_q(JobEvent._meta.db_table)} ({', '.join(_q(f.column) for f in _FIELDS)}) "
+    f"VALUES ({', '.join(['%s'] * len(_FIELDS))})"
+)
+# The job's seeds over (its progress) and how many it has.
+_PROGRESS_SQL = (
+    f"SELECT (SELECT COUNT(*) FROM {_q(SeedRun._meta.db_table)} WHERE {_q('job_id')} = %s"
+    f" AND {_q('status')} IN (%s, %s)), {_q('num_seeds')} * {_q('repeats')}"
+    f" FROM {_q(EvalJob._meta.db_table)} WHERE {_q('id')} = %s"
+)
 
 
 # What a seed's event says of it: the result as it was written.
@@ -78,23 +110,15 @@ def seed_events_append(*, seed_run_ids: list[int]) -> list[JobEvent]:
 
 
 def _job_seed_events(job_id: str, results: list[tuple]) -> list[JobEvent]:
-    completed = SeedRun.objects.filter(
-        job_id=job_id, status__in=[SeedStatus.SUCCEEDED, SeedStatus.FAILED]
-    ).count()
-    sizes = EvalJob.objects.filter(pk=job_id).values_list("num_seeds", "repeats").first()
-    total = sizes[0] * sizes[1] if sizes else None
-    first = completed - len(results) + 1
-    return _append(
-        job_id,
-        [
-            (
-                EventType.SEED_COMPLETED,
-                {
-                    **dict(zip(_SEED_FIELDS, result, strict=True)),
-                    "completed": first + n,
-                    "total": total,
-                },
-            )
+    def with_progress(cursor) -> list[tuple[EventType, dict[str, Any]]]:
+        cursor.execute(_PROGRESS_SQL, [job_id, SeedStatus.SUCCEEDED, SeedStatus.FAILED, job_id])
+        completed, total = cursor.fetchone() or (0, None)
+        first = completed - len(results) + 1
+        return [
+            (EventType.SEED_COMPLETED,
+             {**dict(zip(_SEED_FIELDS, result, strict=True)), "completed": first + n,
+              "total": total})
             for n, result in enumerate(results)
-        ],
-    )
+        ]  # fmt: skip
+
+    return _append(job_id, [], make=with_progress)
