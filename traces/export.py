@@ -259,13 +259,18 @@ def job_traces_zip_store(*, job: EvalJob) -> str | None:
         return None
     if _stored_zip_exists(job=job):
         return job.traces_zip_name
+    _forget_lost_zip(job=job)
     with tempfile.TemporaryFile() as tmp:
         for chunk in job_traces_zip_stream(job=job):
             tmp.write(chunk)
-        if job.traces_zip_name:  # recorded but gone from storage: replaced
-            EvalJob.objects.filter(pk=job.pk).update(traces_zip_name="")
-            job.traces_zip_name = ""
         return _store_built_zip(job=job, tmp=tmp)
+
+
+def _forget_lost_zip(*, job: EvalJob) -> None:
+    """A zip recorded but gone from storage (pruned or lost) is built again."""
+    if job.traces_zip_name:
+        EvalJob.objects.filter(pk=job.pk).update(traces_zip_name="")
+        job.traces_zip_name = ""
 
 
 def job_traces_chunks(*, job: EvalJob) -> Iterator[bytes]:
@@ -275,9 +280,7 @@ def job_traces_chunks(*, job: EvalJob) -> Iterator[bytes]:
         return job_traces_zip_stream(job=job)
     if _stored_zip_exists(job=job):
         return stored_zip_chunks(storage=traces_zip_storage(), name=job.traces_zip_name)
-    if job.traces_zip_name:  # recorded but gone from storage (pruned or lost): build again
-        EvalJob.objects.filter(pk=job.pk).update(traces_zip_name="")
-        job.traces_zip_name = ""
+    _forget_lost_zip(job=job)
     return _build_while_streaming(job=job)
 
 

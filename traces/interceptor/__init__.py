@@ -8,8 +8,8 @@ in-process cache (`access.py`), budgets are checked against per-job spent totals
 (`budgets.py`), and the `LLMCall` row is written by a writer thread after the caller has its
 answer (`writer.py`). `routes.py` has the wire formats and picks the provider, `resilience.py`
 retries, queues and falls back, `relay.py` forwards and streams, `limits.py` enforces
-per-rollout limits across web processes, `clients.py` holds the pooled client, `errors.py` the interceptor's own
-answers, `app.py` routing and the process's set-up. `access.py` also closes an ended attempt's
+per-rollout limits across web processes, `clients.py` holds the pooled client, `errors.py`
+the interceptor's own answers, `app.py` routing and the process's set-up. `access.py` also closes an ended attempt's
 URL within EVALHUB_INTERCEPTOR_REVOCATION_POLL_S.
 
 URLs: `<INTERCEPTOR_PATH><token>/` + `chat/completions`, `responses`, `completions`,

@@ -19,6 +19,7 @@ import asyncio
 import threading
 import time
 from dataclasses import dataclass
+from typing import NoReturn
 
 from traces import selectors, services
 from traces.interceptor.dbthreads import DbThreads
@@ -103,7 +104,7 @@ def _usage_reached(limits: dict, spent: _Spent) -> tuple[str, str] | None:
     return None
 
 
-def _refuse(limits: dict, name: str, used: str):
+def _refuse(limits: dict, name: str, used: str) -> NoReturn:
     raise InterceptorError(
         429,
         ROLLOUT_LIMIT_EXCEEDED,
