@@ -215,6 +215,9 @@ EVALHUB_SEED_MAX_LOSSES = envint("EVALHUB_SEED_MAX_LOSSES", 10, minimum=1, maxim
 # A worker holds a seed run for EVALHUB_LEASE_S seconds and renews the lease while it works; a
 # seed whose lease expired (its worker died) is claimed again by another worker.
 EVALHUB_LEASE_S = envfloat("EVALHUB_LEASE_S", 60.0, minimum=1.0)
+# As a job ends a worker builds its traces zip into storage, this many seconds later: the web
+# processes save LLM calls a moment after answering them, and the stored zip must hold them all.
+EVALHUB_TRACES_ZIP_AFTER_S = envfloat("EVALHUB_TRACES_ZIP_AFTER_S", 5.0, minimum=0.0)
 # Backoff before retrying a transient task-app failure: base * 2^(attempt-1), full jitter, capped.
 EVALHUB_ROLLOUT_BACKOFF_S = envfloat("EVALHUB_ROLLOUT_BACKOFF_S", 1.0, minimum=0.0)
 EVALHUB_ROLLOUT_BACKOFF_MAX_S = envfloat("EVALHUB_ROLLOUT_BACKOFF_MAX_S", 60.0, minimum=0.0)

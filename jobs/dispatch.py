@@ -46,10 +46,11 @@ def job_judge_dispatch(job_id: str) -> bool:
 
 
 def job_traces_zip_dispatch(job_id: str) -> bool:
-    """Have a worker build and store the zip of a job that ended (traces/export.py); False
-    when the broker could not be reached (the first download builds it then)."""
+    """Have a worker build and store the zip of a job that ended (traces/export.py), once the
+    calls its last rollouts made are saved (EVALHUB_TRACES_ZIP_AFTER_S); False when the broker
+    could not be reached (the first download builds it then)."""
     try:
-        app.send_task(TRACES_ZIP_TASK, args=[job_id])
+        app.send_task(TRACES_ZIP_TASK, args=[job_id], countdown=settings.EVALHUB_TRACES_ZIP_AFTER_S)
     except Exception:  # any broker failure
         log.warning("job %s: the broker is unreachable; its zip is built on first download",
                     job_id, exc_info=True)  # fmt: skip
