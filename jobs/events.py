@@ -63,7 +63,7 @@ def _append(
                 return rows
         except IntegrityError:
             continue  # another process took those numbers; read again
-    raise RuntimeError(f"could not append {len(events)} event(s) to job {job_id}")
+    raise RuntimeError(f"could not append events to job {job_id}: their numbers kept being taken")
 
 
 _q = connection.ops.quote_name

@@ -276,7 +276,7 @@ def kept_figures(
         figures = job_figures(job=job, rows=rows)
         summary = summarize(job=job, rows=rows, figures=figures)
         base = {"summary": summary, "seeds": figures["seeds"]}
-        return {**base, **(extra(rows, base) if extra else {})}
+        return {**base, **extra(rows, base)}
 
     return kept.cached(job=job, names=names, compute=compute, as_text=as_text)
 
