@@ -19,6 +19,7 @@ JOB_RUN_TASK = "jobs.job_run"
 JOBS_REDISPATCH_TASK = "jobs.jobs_redispatch"
 JOB_JUDGE_TASK = "jobs.job_judge"
 TRACES_ZIP_TASK = "traces.job_traces_zip_build"
+TRACES_MEMBERS_TASK = "traces.job_members_build"
 
 
 def job_dispatch(job_id: str) -> bool:
@@ -54,5 +55,17 @@ def job_traces_zip_dispatch(job_id: str) -> bool:
     except Exception:  # any broker failure
         log.warning("job %s: the broker is unreachable; its zip is built on first download",
                     job_id, exc_info=True)  # fmt: skip
+        return False
+    return True
+
+
+def job_trace_members_dispatch(job_id: str) -> bool:
+    """Have a worker build the zip members of the seeds the job finished lately (sent by its
+    runners every EVALHUB_TRACES_ZIP_AFTER_S seconds, traces/members.py); False when the broker
+    could not be reached (the zip builds them then)."""
+    try:
+        app.send_task(TRACES_MEMBERS_TASK, args=[job_id])
+    except Exception:  # any broker failure
+        log.warning("job %s: the broker is unreachable", job_id, exc_info=True)
         return False
     return True

@@ -82,6 +82,8 @@ class EvalJob(models.Model):
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     # Storage name of the finished traces zip, once built.
     traces_zip_name = models.CharField(max_length=512, blank=True, default="")
+    # When a worker began building the members of its zip (traces.members): one at a time.
+    traces_members_at = models.DateTimeField(null=True, blank=True)
     # Last sign of life of a runner working on the job, and the last time the job was handed to
     # the workers: the periodic re-dispatch uses both to find jobs nobody is working on.
     runner_seen_at = models.DateTimeField(null=True, blank=True)

@@ -1,10 +1,10 @@
 """The traces zip of a job: `manifest.json` and one `seeds/seed_<n>.json` per finished seed.
 
-The zip is produced as a stream with bounded memory: seed runs are read a page at a time
-(`traces.documents.trace_rows`: their attempts and LLM calls in one query each, as plain rows
-whose JSON waits as text), each document is redacted, compressed and sent as soon as it is made,
-and nothing but the list of file names (in a temporary file) outlives a page. `stream-zip` writes the archive from a
-generator of members (zip64 when needed), so no buffer holds the archive.
+The zip is assembled as a stream with bounded memory from its seeds' members, deflated
+documents kept ready as seeds end (`traces.members`: a member is built again only if something
+it was made of changed), read a page at a time; `traces.zipwriter` writes the archive around
+them (zip64 when needed). Nothing but the manifest's list of files and the central directory
+(both in temporary files) outlives a page.
 
 A running job's zip holds the seeds that have finished. A terminal job's zip is built once,
 kept in storage (`EvalJob.traces_zip_name`) and served from there, streamed, never redirected.
@@ -18,11 +18,10 @@ from __future__ import annotations
 
 import json
 import logging
-import stat
 import tempfile
+import zlib
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
-from typing import Any
 
 import orjson
 from asgiref.sync import sync_to_async
@@ -31,28 +30,22 @@ from django.core.files.storage import Storage, storages
 from django.core.serializers.json import DjangoJSONEncoder
 from django.http import StreamingHttpResponse
 from django.utils import timezone
-from stream_zip import ZIP_32, ZIP_AUTO, stream_zip
 
 from jobs.models import TERMINAL_SEED_STATUSES, EvalJob, SeedRun
 from jobs.public import job_config
 from traces import totals
-from traces.documents import document_bytes, trace_of, trace_rows
-from traces.redaction import JsonScrubber, job_redactor
+from traces.documents import document_bytes
+from traces.members import ZIP_LEVEL, job_members
+from traces.redaction import job_redactor
+from traces.zipwriter import ZipWriter
 
 logger = logging.getLogger(__name__)
 
 MANIFEST_SCHEMA = "evalhub.traces-manifest/1"
-# Seed runs read per database round trip (three queries): their LLM calls wait in memory as
-# text, so this bounds the memory the zip takes (200 cost a MiB more for 10,000 seeds).
-SEED_CHUNK_SIZE = 100
-# Deflate level of the members: 3, the last of zlib's fast levels, deflates these documents
-# 2.5 times as fast as 6 for 13 % more bytes (1 is no faster and 25 % bigger than 3).
-ZIP_LEVEL = 3
 # Bytes read from storage per chunk, and gathered per hop when serving under ASGI.
 READ_CHUNK_BYTES = 256 * 1024
 # Size of the pieces the zip stream is cut into.
 ZIP_CHUNK_BYTES = 64 * 1024
-_FILE_MODE = stat.S_IFREG | 0o644
 
 
 def traces_zip_storage() -> Storage:
@@ -71,85 +64,41 @@ def seed_entry_name(seed: int, repeat: int | None = None) -> str:
     return f"seeds/seed_{int(seed)}_r{int(repeat)}.json"
 
 
-def _member(name: str, data: bytes, modified_at: datetime):
-    return (name, modified_at, _FILE_MODE, ZIP_AUTO(len(data), level=ZIP_LEVEL), (data,))
-
-
-class _AsRecorded:
-    """A redactor that changes nothing: documents are built as recorded, then redacted by
-    `_redacted`, which skips the parts that hold nothing to redact."""
-
-    @staticmethod
-    def value(value: Any) -> Any:
-        return value
-
-
-# Where a document holds what came from a task app (a seed run's JSON fields) or a provider (a
-# chat completion's request and response, whose parts the document copies as they are).
-_SEED_RUN_PARTS = (
-    ("metrics_json", ("task_app", "metrics")),
-    ("metrics_json", ("task_app", "details")),
-    ("metrics_json", ("outcome_objectives",)),
-    ("task_trace_json", ("task_app", "trace")),
-)
-_CHAT_ROUTE = "chat.completions"
-
-
-def _redacted(document: dict[str, Any], seed_run, calls: list, scrubber: JsonScrubber) -> dict:
-    """The document through the job's redactor, exactly. What a task app or a provider sent is
-    walked only when its JSON as stored shows something to redact (another wire format's
-    request and response, rewritten as chat, are checked as rewritten); the rest, the fields
-    evalhub writes, is checked whole."""
-    parts = [(getattr(seed_run, column), path) for column, path in _SEED_RUN_PARTS]
-    for i, call in enumerate(calls):
-        chat = call.route == _CHAT_ROUTE
-        parts.append((call.request_json if chat else "", ("llm_calls", i, "request")))
-        parts.append((call.response_json if chat else "", ("llm_calls", i, "response")))
-    held = []
-    for text, path in parts:
-        *where, key = path
-        container = _at(document, where)
-        value, container[key] = container[key], None
-        if text is None or (text and not scrubber.may_change(text)):
-            held.append((path, value))  # nothing to redact
-        else:
-            held.append((path, scrubber.walk(value) if text else scrubber.value(value)))
-    document = scrubber.value(document)
-    for (*where, key), value in held:
-        _at(document, where)[key] = value
-    return document
-
-
-def _at(document: dict[str, Any], path: list) -> Any:
-    for step in path:
-        document = document[step]
-    return document
-
-
-def _members(*, job: EvalJob) -> Iterator[tuple]:
-    redactor = job_redactor(job=job)
-    scrubber = JsonScrubber(redactor)
-    now = timezone.now()
-    rows = trace_rows(job=job, statuses=TERMINAL_SEED_STATUSES, chunk_size=SEED_CHUNK_SIZE)
+def _zip_chunks(*, job: EvalJob) -> Iterator[bytes]:
+    """The archive's bytes: the members of the finished seeds (`traces.members`: kept ones
+    copied, the others built), then the manifest, then the central directory."""
+    writer, redactor, now = ZipWriter(), job_redactor(job=job), timezone.now()
+    members = job_members(job=job, statuses=TERMINAL_SEED_STATUSES, redactor=redactor)
     with tempfile.TemporaryFile() as files:  # the manifest's list, kept out of memory
-        count = 0
-        for seed_run, attempts in rows:
-            _, document = trace_of(
-                job=job, seed_run=seed_run, redactor=_AsRecorded, attempts=attempts
-            )
-            calls = [call for _, attempt_calls in attempts for call in attempt_calls]  # in order
-            document = _redacted(document, seed_run, calls, scrubber)
-            name = seed_entry_name(seed_run.seed, seed_run.repeat if job.repeats > 1 else None)
-            entry = {"seed": seed_run.seed, "repeat": seed_run.repeat, "path": name, "status": seed_run.status,
-                     "score": seed_run.score, "num_llm_calls": len(document["llm_calls"])}  # fmt: skip
+        for head, deflated, num_llm_calls in members:
+            name = seed_entry_name(head.seed, head.repeat if job.repeats > 1 else None)
+            entry = {"seed": head.seed, "repeat": head.repeat, "path": name, "status": head.status,
+                     "score": head.score, "num_llm_calls": num_llm_calls}  # fmt: skip
             files.write(orjson.dumps(entry) + b"\n")
-            count += 1
-            yield _member(name, document_bytes(document), seed_run.finished_at or now)
+            yield writer.member(name, head.finished_at or now, deflated)
         # Last, so it lists exactly the files written and the summary is as fresh as they are.
         job.refresh_from_db()
         files.seek(0)
-        manifest = _manifest_head(job=job, count=count, redactor=redactor)
-        yield ("manifest.json", now, _FILE_MODE, ZIP_32, _manifest_chunks(manifest, files))
+        manifest = _manifest_head(job=job, count=writer.count, redactor=redactor)
+        yield from _deflated_member(writer, "manifest.json", now, _manifest_chunks(manifest, files))
+    yield from writer.end()
+
+
+def _deflated_member(
+    writer: ZipWriter, name: str, modified_at: datetime, chunks: Iterator[bytes]
+) -> Iterator[bytes]:
+    """A member too big to hold in memory: deflated into a temporary file, then copied."""
+    compressor = zlib.compressobj(ZIP_LEVEL, zlib.DEFLATED, -15)
+    crc = size = 0
+    with tempfile.TemporaryFile() as out:
+        for chunk in chunks:
+            crc, size = zlib.crc32(chunk, crc), size + len(chunk)
+            out.write(compressor.compress(chunk))
+        out.write(compressor.flush())
+        compressed_size = out.tell()
+        out.seek(0)
+        data = iter(lambda: out.read(READ_CHUNK_BYTES), b"")
+        yield from writer.member_chunks(name, modified_at, crc, size, compressed_size, data)
 
 
 def _manifest_head(*, job: EvalJob, count: int, redactor) -> bytes:
@@ -187,8 +136,17 @@ def _manifest_chunks(head: bytes, files) -> Iterator[bytes]:
 
 
 def job_traces_zip_stream(*, job: EvalJob) -> Iterator[bytes]:
-    """The zip of the job as it is now, as a stream of bytes, built from the database."""
-    return stream_zip(_members(job=job), chunk_size=ZIP_CHUNK_BYTES)
+    """The zip of the job as it is now, as a stream of bytes in pieces of about
+    ZIP_CHUNK_BYTES."""
+    parts, size = [], 0
+    for part in _zip_chunks(job=job):
+        parts.append(part)
+        size += len(part)
+        if size >= ZIP_CHUNK_BYTES:
+            yield b"".join(parts)
+            parts, size = [], 0
+    if parts:
+        yield b"".join(parts)
 
 
 def _store_built_zip(*, job: EvalJob, tmp) -> str:

@@ -62,3 +62,18 @@ class LLMCall(models.Model):
     class Meta:
         ordering = ["attempt", "seq"]
         indexes = [models.Index(fields=["attempt", "seq"])]
+
+
+class TraceMember(models.Model):
+    """A finished seed's trace document as the traces zip holds it (redacted, indented,
+    deflated), kept so a zip is assembled rather than built; `key` says what it was built from
+    (traces.members), and a member whose key no longer matches is built again."""
+
+    seed_run = models.OneToOneField(
+        "jobs.SeedRun", on_delete=models.CASCADE, primary_key=True, related_name="+"
+    )
+    key = models.CharField(max_length=32)
+    crc = models.BigIntegerField()
+    size = models.BigIntegerField()
+    num_llm_calls = models.PositiveIntegerField()
+    data = models.BinaryField()

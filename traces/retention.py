@@ -22,7 +22,7 @@ from django.utils import timezone
 from jobs.models import TERMINAL_JOB_STATUSES, EvalJob, SeedRun
 from traces.documents import PRUNED_REQUEST
 from traces.export import traces_zip_storage
-from traces.models import LLMCall
+from traces.models import LLMCall, TraceMember
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +72,7 @@ def traces_prune(*, older_than_days: int, dry_run: bool = False) -> PruneReport:
             report.llm_calls += calls.update(request=PRUNED_REQUEST, response=None)
             # SQL NULL, not JSON null: the document then shows `"trace": null` either way.
             report.task_traces += traces.update(task_trace=None)
+            TraceMember.objects.filter(seed_run__job=job).delete()  # made of what went
             name = job.traces_zip_name
             cleared = EvalJob.objects.filter(pk=job.pk, traces_zip_name=name).update(
                 traces_zip_name=""

@@ -7,9 +7,10 @@ import logging
 from django.conf import settings
 
 from evalhub.celery import app
-from jobs.dispatch import TRACES_ZIP_TASK
+from jobs.dispatch import TRACES_MEMBERS_TASK, TRACES_ZIP_TASK
 from jobs.models import EvalJob
 from traces.export import job_traces_zip_store
+from traces.members import job_members_build as members_build
 from traces.retention import traces_prune
 
 log = logging.getLogger(__name__)
@@ -35,3 +36,10 @@ def job_traces_zip_build(job_id: str) -> None:
     job = EvalJob.objects.filter(pk=job_id).first()
     if job is not None:
         job_traces_zip_store(job=job)
+
+
+@app.task(name=TRACES_MEMBERS_TASK, ignore_result=True)
+def job_members_build(job_id: str) -> None:
+    """Build the zip members of the seeds a running job finished lately (sent by its runners),
+    so its zip is assembled, not built, when it ends; safe to deliver twice."""
+    members_build(job_id=job_id)

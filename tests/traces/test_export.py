@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 
 from jobs.models import EvalJob, SeedRun
 from tests.support.trace_rows import TASK_APP_BEARER, TASK_APP_KEY, make_traced_job
-from traces import export, tasks
+from traces import export, members, tasks
 from traces.models import LLMCall
 
 pytestmark = pytest.mark.django_db
@@ -127,7 +127,7 @@ def test_a_cancelled_job_with_rollouts_still_running_is_not_stored_yet(client_al
 
 def test_zip_stream_reads_seed_runs_chunk_by_chunk(monkeypatch):
     """Bounded memory: the first bytes leave before most seed runs are even read."""
-    monkeypatch.setattr(export, "SEED_CHUNK_SIZE", 2)
+    monkeypatch.setattr(members, "PAGE_SIZE", 2)
     monkeypatch.setattr(export, "ZIP_CHUNK_BYTES", 512)
     traced = make_traced_job(seeds=list(range(20)), calls_per_seed=1)
     stream = export.job_traces_zip_stream(job=traced.job)
@@ -136,11 +136,11 @@ def test_zip_stream_reads_seed_runs_chunk_by_chunk(monkeypatch):
     with CaptureQueriesContext(connection) as rest:
         tail = b"".join(stream)
 
-    def attempt_prefetches(ctx) -> int:  # one per chunk of seed runs
-        return sum('FROM "jobs_rolloutattempt"' in q["sql"] for q in ctx.captured_queries)
+    def member_reads(ctx) -> int:  # one per page of seed runs
+        return sum(q["sql"].startswith('SELECT "traces_tracemember"') for q in ctx.captured_queries)
 
-    assert attempt_prefetches(first) == 1
-    assert attempt_prefetches(rest) == 9  # the other chunks, read as the stream goes on
+    assert member_reads(first) == 1
+    assert member_reads(rest) == 9  # the other pages, read as the stream goes on
     assert tail
 
 
