@@ -30,6 +30,7 @@ from django.utils import timezone
 from evalhub import crypto
 from jobs import leases, services, sharing, stopping, taskapp
 from jobs.batching import Batcher
+from jobs.dispatch import job_trace_members_dispatch
 from jobs.environments import run as environments
 from jobs.models import AttemptStatus, EvalJob, JobStatus, SeedRun, SeedStatus
 from jobs.rollout_clients import ClientPool, InterceptorProbe
@@ -41,6 +42,8 @@ log = logging.getLogger(__name__)
 
 # How often the runner looks at the job's status (a cancel is noticed within this).
 POLL_S = 0.5
+# The shortest time between two requests for the zip's members of a running job.
+MEMBERS_MIN_EVERY_S = 1.0
 INTERCEPTOR_DOWN = "evalhub's interceptor could not be reached"
 
 
@@ -135,6 +138,9 @@ class JobRunner:
         batch = max(1, self.cap // 8)
         last_look = last_renew = last_claim = 0.0
         inviter = sharing.Inviter(self.job_id)  # idle workers join (jobs.sharing)
+        # The zip's members of the seeds that ended meanwhile are built as the job goes on.
+        members_every = max(settings.EVALHUB_TRACES_ZIP_AFTER_S, MEMBERS_MIN_EVERY_S)
+        members_at = time.monotonic() + members_every
         while True:
             # Cleared before looking, so a rollout ending while we look wakes the wait below.
             self._changed.clear()
@@ -150,6 +156,9 @@ class JobRunner:
                     return
             if inviter.due(now):
                 await self._db(inviter.invite, now=now)
+            if now >= members_at:
+                members_at = now + members_every
+                await self._db(job_trace_members_dispatch, job_id=self.job_id)
             free = self.cap - len(self.in_flight)
             if free >= batch or (free > 0 and now - last_claim >= POLL_S):
                 last_claim = now
