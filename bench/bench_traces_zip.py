@@ -4,10 +4,11 @@ process and report the serving process's peak memory (VmHWM) and the time taken.
     .venv/bin/python bench/bench_traces_zip.py [--seeds 10000] [--calls 5] [--storage local|s3] [--json out.json]
 
 Runs in a throw-away data directory (SQLite, local files); `--storage s3` serves storage from an
-S3-compatible server (moto) on a loopback port through the real S3Storage backend. Two
-downloads: the first builds the zip while streaming it and stores it, the second is read from
-storage. Then the zip is built again as evalhub builds it when a job ends: by a worker, into
-storage (timed in a process of its own).
+S3-compatible server (moto) on a loopback port through the real S3Storage backend. First a
+download with no member kept, which builds every document from the rows. Then what evalhub does:
+the members built by the workers' task as seeds end, a download that assembles them, one read
+from storage, and the zip assembled into storage by a worker as the job ends (each task timed in
+a process of its own).
 """
 
 from __future__ import annotations
@@ -91,18 +92,18 @@ def create_job(*, owner, seeds: int, calls: int):
     return job
 
 
-# Run in a child process: the worker's task on the job, timed, with the process's peak RSS growth.
-WORKER_BUILD = """
+# Run in a child process: a worker's task on the job, timed, with the process's peak RSS growth.
+WORKER_TASK = """
 import json, os, sys, time
 import django
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalhub.settings")
 django.setup()
 sys.path.insert(0, "bench")
 from bench_traces_zip import vm_kib
-from traces.tasks import job_traces_zip_build
+from traces.tasks import %s as task
 start = vm_kib(os.getpid(), "VmHWM")
 t = time.monotonic()
-job_traces_zip_build(sys.argv[1])
+task(sys.argv[1])
 elapsed = time.monotonic() - t
 print(json.dumps({"s": elapsed, "growth_mib": (vm_kib(os.getpid(), "VmHWM") - start) / 1024}))
 """
@@ -182,10 +183,8 @@ def main() -> None:
         print(
             f"web process after start, one API call and a 10-seed zip: VmHWM {start_kib / 1024:.0f} MiB"
         )
-        for key, label in (
-            ("build", "first download (built while streamed, then stored)"),
-            ("stored", "second download (from storage)"),
-        ):
+
+        def download(key: str, label: str) -> None:
             out = Path(data_dir) / "download.zip"
             t = time.monotonic()
             with httpx.stream("GET", f"{base}/api/eval/jobs/{job.id}/traces", headers=headers,
@@ -200,29 +199,53 @@ def main() -> None:
             figures[key] = {"s": elapsed, "seeds_per_s": args.seeds / elapsed,
                             "growth_mib": growth, "entries": entries}  # fmt: skip
             print(
-                f"{label}: {elapsed:.1f}s, {out.stat().st_size / 2**20:.1f} MiB zip, "
-                f"{entries} entries; web process peak RSS (VmHWM) so far "
-                f"{vm_kib(web.pid, 'VmHWM') / 1024:.0f} MiB, RSS now {vm_kib(web.pid, 'VmRSS') / 1024:.0f} MiB"
+                f"{label}: {elapsed:.2f}s ({args.seeds / elapsed:.0f} seeds/s), "
+                f"{out.stat().st_size / 2**20:.1f} MiB zip, {entries} entries; web process peak "
+                f"RSS (VmHWM) so far {vm_kib(web.pid, 'VmHWM') / 1024:.0f} MiB, RSS now "
+                f"{vm_kib(web.pid, 'VmRSS') / 1024:.0f} MiB"
             )
+
+        def forget_zip(members: bool) -> None:
+            from traces.export import traces_zip_storage
+            from traces.models import TraceMember
+
+            job.refresh_from_db()
+            traces_zip_storage().delete(job.traces_zip_name)
+            type(job).objects.filter(pk=job.pk).update(traces_zip_name="")
+            if members:
+                TraceMember.objects.filter(seed_run__job=job).delete()
+
+        def in_worker(key: str, label: str, code: str) -> None:
+            """The Celery task's own function on the job, timed in a process of its own."""
+            done = subprocess.run(
+                [sys.executable, "-c", code, job.id], cwd=ROOT, capture_output=True, text=True,
+                env=dict(os.environ, EVALHUB_TRACES_ZIP_AFTER_S="0"), check=True,
+            )  # fmt: skip
+            figures[key] = json.loads(done.stdout.strip().splitlines()[-1])
+            figures[key]["seeds_per_s"] = args.seeds / figures[key]["s"]
+            print(f"{label}: {figures[key]['s']:.2f}s ({figures[key]['seeds_per_s']:.0f} seeds/s), "
+                  f"its process grew by {figures[key]['growth_mib']:.0f} MiB")  # fmt: skip
+
+        # With nothing kept: every document built from the rows, as the stream goes.
+        download("build", "download with no member kept (built while streamed, then stored)")
+        # What evalhub does: as the job runs, workers build the members of the seeds that
+        # ended; as it ends, one assembles the zip into storage, which downloads then read.
+        forget_zip(members=True)
+        in_worker(
+            "members",
+            "members built by workers as the seeds end",
+            WORKER_TASK % "job_members_build",
+        )
+        download("assembled", "download of kept members (assembled while streamed, then stored)")
+        download("stored", "download from storage")
+        forget_zip(members=False)
+        in_worker(
+            "worker",
+            "zip assembled by a worker as the job ends",
+            WORKER_TASK % "job_traces_zip_build",
+        )
         job.refresh_from_db()
         print(f"stored as {job.traces_zip_name!r} ({args.storage} storage)")
-        # What evalhub does as a job ends: a worker builds its zip into storage (the Celery
-        # task's own function, in a process of its own), so the first download is a read.
-        from traces.export import traces_zip_storage
-
-        traces_zip_storage().delete(job.traces_zip_name)
-        type(job).objects.filter(pk=job.pk).update(traces_zip_name="")
-        built = subprocess.run(
-            [sys.executable, "-c", WORKER_BUILD, job.id], cwd=ROOT, env=dict(os.environ),
-            capture_output=True, text=True, check=True,
-        )  # fmt: skip
-        worker = json.loads(built.stdout.strip().splitlines()[-1])
-        worker["seeds_per_s"] = args.seeds / worker["s"]
-        figures["worker"] = worker
-        print(
-            f"built by a worker as the job ends: {worker['s']:.1f}s "
-            f"({worker['seeds_per_s']:.0f} seeds/s), its process grew by {worker['growth_mib']:.0f} MiB"
-        )
         if args.json:
             Path(args.json).write_text(json.dumps(figures, indent=2))
     finally:
