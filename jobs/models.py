@@ -82,6 +82,9 @@ class EvalJob(models.Model):
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     # Storage name of the finished traces zip, once built.
     traces_zip_name = models.CharField(max_length=512, blank=True, default="")
+    # The job's LLM calls when that zip was built ("<count>:<newest id>"): a call saved since
+    # (the web processes save each one a moment after answering it) has the zip built again.
+    traces_zip_calls = models.CharField(max_length=64, blank=True, default="")
     # When a worker began building the members of its zip (traces.members): one at a time.
     traces_members_at = models.DateTimeField(null=True, blank=True)
     # Last sign of life of a runner working on the job, and the last time the job was handed to

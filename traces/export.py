@@ -28,6 +28,7 @@ from asgiref.sync import sync_to_async
 from django.core.files import File
 from django.core.files.storage import Storage, storages
 from django.core.serializers.json import DjangoJSONEncoder
+from django.db.models import Count, Max
 from django.http import StreamingHttpResponse
 from django.utils import timezone
 
@@ -36,6 +37,7 @@ from jobs.public import job_config
 from traces import totals
 from traces.documents import document_bytes
 from traces.members import ZIP_LEVEL, job_members
+from traces.models import LLMCall
 from traces.redaction import job_redactor
 from traces.zipwriter import ZipWriter
 
@@ -149,19 +151,26 @@ def job_traces_zip_stream(*, job: EvalJob) -> Iterator[bytes]:
         yield b"".join(parts)
 
 
-def _store_built_zip(*, job: EvalJob, tmp) -> str:
+def _store_built_zip(*, job: EvalJob, tmp, calls: str) -> str:
     storage = traces_zip_storage()
     tmp.seek(0)
     name = storage.save(traces_zip_storage_name(job=job), File(tmp))
     # Record the name only if no other process recorded one meanwhile.
-    updated = EvalJob.objects.filter(pk=job.pk, traces_zip_name="").update(traces_zip_name=name)
-    if updated:
-        job.traces_zip_name = name
+    recorded = EvalJob.objects.filter(pk=job.pk, traces_zip_name="")
+    if recorded.update(traces_zip_name=name, traces_zip_calls=calls):
+        job.traces_zip_name, job.traces_zip_calls = name, calls
         return name
-    job.refresh_from_db(fields=["traces_zip_name"])
+    job.refresh_from_db(fields=["traces_zip_name", "traces_zip_calls"])
     if name != job.traces_zip_name:
         storage.delete(name)
     return job.traces_zip_name
+
+
+def _calls_now(*, job: EvalJob) -> str:
+    """The job's LLM calls as `traces_zip_calls` records them: read before a zip is built, so a
+    call saved while it is built has it built again."""
+    calls = LLMCall.objects.filter(attempt__seed_run__job=job).aggregate(Count("id"), Max("id"))
+    return f"{calls['id__count']}:{calls['id__max'] or 0}"
 
 
 def stored_zip_chunks(*, storage: Storage, name: str) -> Iterator[bytes]:
@@ -183,11 +192,20 @@ def stored_zip_chunks(*, storage: Storage, name: str) -> Iterator[bytes]:
             yield chunk
 
 
-def _stored_zip_exists(*, job: EvalJob) -> bool:
-    return bool(job.traces_zip_name) and traces_zip_storage().exists(job.traces_zip_name)
+def _stored_zip(*, job: EvalJob, calls: str) -> bool:
+    """The job's zip is in storage and was built from the calls it has now; one that is not is
+    forgotten (and deleted when a call came since), for the caller to build it again."""
+    name = job.traces_zip_name
+    if name and job.traces_zip_calls == calls and traces_zip_storage().exists(name):
+        return True
+    if name and EvalJob.objects.filter(pk=job.pk, traces_zip_name=name).update(traces_zip_name=""):
+        if job.traces_zip_calls != calls:
+            traces_zip_storage().delete(name)
+    job.traces_zip_name = ""
+    return False
 
 
-def _build_while_streaming(*, job: EvalJob) -> Iterator[bytes]:
+def _build_while_streaming(*, job: EvalJob, calls: str) -> Iterator[bytes]:
     """Stream the zip to the client and into a temporary file; store it once complete.
     An interrupted download stores nothing."""
     with tempfile.TemporaryFile() as tmp:
@@ -195,7 +213,7 @@ def _build_while_streaming(*, job: EvalJob) -> Iterator[bytes]:
             tmp.write(chunk)
             yield chunk
         try:
-            _store_built_zip(job=job, tmp=tmp)
+            _store_built_zip(job=job, tmp=tmp, calls=calls)
         except Exception:  # the client has its zip; the next download builds it again
             logger.exception("could not store the traces zip of job %s", job.id)
 
@@ -215,31 +233,24 @@ def job_traces_zip_store(*, job: EvalJob) -> str | None:
     None while the job's zip may still change."""
     if not job_traces_final(job=job):
         return None
-    if _stored_zip_exists(job=job):
+    calls = _calls_now(job=job)
+    if _stored_zip(job=job, calls=calls):
         return job.traces_zip_name
-    _forget_lost_zip(job=job)
     with tempfile.TemporaryFile() as tmp:
         for chunk in job_traces_zip_stream(job=job):
             tmp.write(chunk)
-        return _store_built_zip(job=job, tmp=tmp)
-
-
-def _forget_lost_zip(*, job: EvalJob) -> None:
-    """A zip recorded but gone from storage (pruned or lost) is built again."""
-    if job.traces_zip_name:
-        EvalJob.objects.filter(pk=job.pk).update(traces_zip_name="")
-        job.traces_zip_name = ""
+        return _store_built_zip(job=job, tmp=tmp, calls=calls)
 
 
 def job_traces_chunks(*, job: EvalJob) -> Iterator[bytes]:
-    """What GET /traces sends: the stored zip of a finished job (built on first use), else the
-    zip of what has finished so far."""
+    """What GET /traces sends: the stored zip of a finished job (built on first use, and again
+    when a call was saved since), else the zip of what has finished so far."""
     if not job_traces_final(job=job):
         return job_traces_zip_stream(job=job)
-    if _stored_zip_exists(job=job):
+    calls = _calls_now(job=job)
+    if _stored_zip(job=job, calls=calls):
         return stored_zip_chunks(storage=traces_zip_storage(), name=job.traces_zip_name)
-    _forget_lost_zip(job=job)
-    return _build_while_streaming(job=job)
+    return _build_while_streaming(job=job, calls=calls)
 
 
 async def _async_chunks(chunks: Iterator[bytes]) -> AsyncIterator[bytes]:

@@ -17,11 +17,13 @@ zip of a job that just ended is assembled, not built.
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from django.conf import settings
+from django.db import IntegrityError, transaction
 from django.db.models import Count, Exists, Max, OuterRef, Q
 from django.utils import timezone
 
@@ -30,6 +32,8 @@ from traces.documents import document_bytes, trace_of, trace_rows
 from traces.models import TraceMember
 from traces.redaction import JsonScrubber, Redactor, job_redactor
 from traces.zipwriter import Deflated, deflate
+
+log = logging.getLogger(__name__)
 
 # Part of every member's key: raise it when the same rows make a different document (a new
 # field, another indentation), so kept members are built again.
@@ -188,10 +192,14 @@ def _build(
         crc, size, deflated = built[seed_run.id][0]
         rows.append(TraceMember(seed_run_id=seed_run.id, key=keys[seed_run.id], crc=crc, size=size,
                                 num_llm_calls=calls, data=deflated))  # fmt: skip
-    TraceMember.objects.bulk_create(
-        rows, update_conflicts=True, unique_fields=["seed_run"],
-        update_fields=["key", "crc", "size", "num_llm_calls", "data"],
-    )  # fmt: skip
+    try:
+        with transaction.atomic():
+            TraceMember.objects.bulk_create(
+                rows, update_conflicts=True, unique_fields=["seed_run"],
+                update_fields=["key", "crc", "size", "num_llm_calls", "data"],
+            )  # fmt: skip
+    except IntegrityError:  # the job was deleted meanwhile: the zip goes on, nothing is kept
+        log.info("job %s: its seed runs are gone; members not kept", job.id)
     return built
 
 

@@ -154,13 +154,30 @@ def test_a_terminal_job_zip_is_built_once_into_storage_and_served_from_there(
     assert job.traces_zip_name == f"traces/{job.id}.zip"
     storage = export.traces_zip_storage()
     assert storage.exists(job.traces_zip_name)
-    # Served from storage: rows deleted now no longer change what is downloaded.
-    LLMCall.objects.filter(attempt__seed_run__job=job).delete()
+    # Served from storage: a row changed in place now does not change what is downloaded.
+    LLMCall.objects.filter(attempt__seed_run__job=job).update(model_answered="changed")
     second = client_alice.get(f"{JOBS}/{traced.job.id}/traces")
     second_bytes = b"".join(second.streaming_content)
     assert second_bytes == first_bytes
     document = json.loads(zipfile.ZipFile(io.BytesIO(second_bytes)).read("seeds/seed_1.json"))
-    assert len(document["llm_calls"]) == 2
+    assert document["llm_calls"][0]["model_answered"] == "gpt-4o-mini-2024-07-18"
+
+
+def test_a_call_saved_after_the_zip_was_stored_has_it_built_again(client_alice, trace_storage):
+    traced = make_traced_job(seeds=[0, 1], calls_per_seed=2)
+    old_name = stored_zip_name(traced.job)
+    late = LLMCall.objects.filter(attempt__seed_run__job=traced.job, attempt__seed_run__seed=0)
+    call = late.order_by("seq").last()
+    call.pk, call.seq = None, 3
+    call.save()  # as the interceptor's writer saves a call a moment after answering it
+    zf = download(client_alice, traced.job.id)
+    assert len(json.loads(zf.read("seeds/seed_0.json"))["llm_calls"]) == 3
+    job = EvalJob.objects.get(pk=traced.job.pk)
+    assert job.traces_zip_name and job.traces_zip_calls.startswith("5:")
+    stored = zipfile.ZipFile(export.traces_zip_storage().open(job.traces_zip_name))
+    assert len(json.loads(stored.read("seeds/seed_0.json"))["llm_calls"]) == 3
+    if job.traces_zip_name != old_name:  # stored under the same name, or the stale one is gone
+        assert not export.traces_zip_storage().exists(old_name)
 
 
 def test_store_is_idempotent_and_rebuilds_a_zip_gone_from_storage(client_alice, trace_storage):
@@ -185,8 +202,8 @@ def test_a_worker_stores_an_ended_job_zip_that_downloads_then_read(client_alice,
     assert job.traces_zip_name == f"traces/{job.id}.zip"
     stored = export.traces_zip_storage().open(job.traces_zip_name).read()
     assert export.job_traces_zip_store(job=job) == job.traces_zip_name  # not built again
-    # The download reads storage: rows deleted now do not change it.
-    LLMCall.objects.filter(attempt__seed_run__job=job).delete()
+    # The download reads storage: a row changed in place now does not change it.
+    LLMCall.objects.filter(attempt__seed_run__job=job).update(model_answered="changed")
     downloaded = b"".join(client_alice.get(f"{JOBS}/{job.id}/traces").streaming_content)
     assert downloaded == stored
     names = zipfile.ZipFile(io.BytesIO(downloaded)).namelist()
