@@ -92,7 +92,7 @@ def _keys(heads: list[Head], keyer: Any) -> dict[int, str]:
             Max("finished_at"),
             Count("llm_calls"),
             Max("llm_calls"),
-        )  # fmt: skip
+        )
         .values_list(
             "seed_run_id",
             "id__count",
@@ -100,7 +100,7 @@ def _keys(heads: list[Head], keyer: Any) -> dict[int, str]:
             "finished_at__max",
             "llm_calls__count",
             "llm_calls__max",
-        )  # fmt: skip
+        )
     }
     keys = {}
     for head in heads:
@@ -166,7 +166,8 @@ def job_members_build(*, job_id: str) -> int | None:
         return None
     try:
         job = EvalJob.objects.get(pk=job_id)
-        keyer, scrubber = _keyer(job_redactor(job=job)), JsonScrubber(job_redactor(job=job))
+        redactor = job_redactor(job=job)
+        keyer, scrubber = _keyer(redactor), JsonScrubber(redactor)
         ended_before = started - timedelta(seconds=settings.EVALHUB_TRACES_ZIP_AFTER_S)
         count = 0
         for heads in _heads(job=job, statuses=TERMINAL_SEED_STATUSES, unkept_before=ended_before):
