@@ -35,37 +35,33 @@ def job_dispatch(job_id: str) -> bool:
     return True
 
 
+def _send(task: str, job_id: str, *, unsent: str, **options) -> bool:
+    """Send a task about a job; False, with `unsent` (what happens then) logged, when the broker
+    could not be reached."""
+    try:
+        app.send_task(task, args=[job_id], **options)
+    except Exception:  # any broker failure
+        log.warning("job %s: the broker is unreachable; %s", job_id, unsent, exc_info=True)
+        return False
+    return True
+
+
 def job_judge_dispatch(job_id: str) -> bool:
     """Send the job's judgements to a judge worker (jobs/verifier/); False when the broker could
     not be reached (the next rollout runner to end sends it again)."""
-    try:
-        app.send_task(JOB_JUDGE_TASK, args=[job_id])
-    except Exception:  # any broker failure
-        log.warning("job %s: the broker is unreachable; judging waits", job_id, exc_info=True)
-        return False
-    return True
+    return _send(JOB_JUDGE_TASK, job_id, unsent="judging waits")
 
 
 def job_traces_zip_dispatch(job_id: str) -> bool:
     """Have a worker build and store the zip of a job that ended (traces/export.py), once the
     calls its last rollouts made are saved (EVALHUB_TRACES_ZIP_AFTER_S); False when the broker
     could not be reached (the first download builds it then)."""
-    try:
-        app.send_task(TRACES_ZIP_TASK, args=[job_id], countdown=settings.EVALHUB_TRACES_ZIP_AFTER_S)
-    except Exception:  # any broker failure
-        log.warning("job %s: the broker is unreachable; its zip is built on first download",
-                    job_id, exc_info=True)  # fmt: skip
-        return False
-    return True
+    return _send(TRACES_ZIP_TASK, job_id, unsent="its zip is built on first download",
+                 countdown=settings.EVALHUB_TRACES_ZIP_AFTER_S)  # fmt: skip
 
 
 def job_trace_members_dispatch(job_id: str) -> bool:
     """Have a worker build the zip members of the seeds the job finished lately (sent by its
     runners every EVALHUB_TRACES_ZIP_AFTER_S seconds, traces/members.py); False when the broker
     could not be reached (the zip builds them then)."""
-    try:
-        app.send_task(TRACES_MEMBERS_TASK, args=[job_id])
-    except Exception:  # any broker failure
-        log.warning("job %s: the broker is unreachable", job_id, exc_info=True)
-        return False
-    return True
+    return _send(TRACES_MEMBERS_TASK, job_id, unsent="its zip builds the members it lacks")

@@ -94,61 +94,20 @@ class ZipWriter:
         version = _VERSION64 if big or self.offset >= _MAX32 else _VERSION
         sizes = (_MAX32, _MAX32) if big else (compressed_size, size)
         self._record(encoded, version, time, date, crc, size, compressed_size)
-        return (
-            _LOCAL.pack(
-                0x04034B50,
-                version,
-                _UTF8_NAME,
-                _DEFLATE,
-                time,
-                date,
-                crc,
-                *sizes,
-                len(encoded),
-                len(extra),
-            )  # fmt: skip
-            + encoded
-            + extra
-        )
+        fields = (version, _UTF8_NAME, _DEFLATE, time, date, crc, *sizes, len(encoded), len(extra))
+        return _LOCAL.pack(0x04034B50, *fields) + encoded + extra
 
     def _record(
         self, name: bytes, version: int, time: int, date: int, crc: int, size: int,
         compressed_size: int,
     ) -> None:  # fmt: skip
         """The member's central directory entry, with the zip64 fields it needs, in order."""
-        fields = []
-        if size >= _MAX32:
-            fields.append(size)
-        if compressed_size >= _MAX32:
-            fields.append(compressed_size)
-        if self.offset >= _MAX32:
-            fields.append(self.offset)
-        extra = (
-            struct.pack(f"<HH{len(fields)}Q", _EXTRA64, 8 * len(fields), *fields) if fields else b""
-        )
-        self._directory.write(
-            _CENTRAL.pack(
-                0x02014B50,
-                _MADE_BY_UNIX | version,
-                version,
-                _UTF8_NAME,
-                _DEFLATE,
-                time,
-                date,
-                crc,
-                min(compressed_size, _MAX32),
-                min(size, _MAX32),
-                len(name),
-                len(extra),
-                0,
-                0,
-                0,
-                _FILE_ATTRS,
-                min(self.offset, _MAX32),
-            )  # fmt: skip
-            + name
-            + extra
-        )
+        wide = [n for n in (size, compressed_size, self.offset) if n >= _MAX32]
+        extra = struct.pack(f"<HH{len(wide)}Q", _EXTRA64, 8 * len(wide), *wide) if wide else b""
+        sizes = (min(compressed_size, _MAX32), min(size, _MAX32))
+        fields = (_MADE_BY_UNIX | version, version, _UTF8_NAME, _DEFLATE, time, date, crc, *sizes,
+                  len(name), len(extra), 0, 0, 0, _FILE_ATTRS, min(self.offset, _MAX32))  # fmt: skip
+        self._directory.write(_CENTRAL.pack(0x02014B50, *fields) + name + extra)
         self.count += 1
 
     def end(self) -> Iterator[bytes]:
