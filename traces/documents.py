@@ -46,21 +46,12 @@ def seed_runs_with_calls(*, job: EvalJob) -> QuerySet[SeedRun]:
 
 
 def trace_rows(
-    *,
-    job: EvalJob,
-    chunk_size: int,
-    statuses: Iterable[str] | None = None,
-    seed_run_ids: list[int] | None = None,
+    *, job: EvalJob, seed_run_ids: list[int], chunk_size: int
 ) -> Iterator[tuple[Any, list[tuple[Any, list[Any]]]]]:
-    """(seed run, [(attempt, [LLM call, ...]), ...]) of the job's seed runs of these statuses
-    (or these ones), by seed and repeat, attempts by number and calls by seq: what `trace_of`
-    takes, read `chunk_size` seed runs at a time (keyset pages, three queries a page) as
-    `model_rows`."""
-    seed_runs = SeedRun.objects.filter(job=job).order_by("seed", "repeat")
-    if statuses is not None:
-        seed_runs = seed_runs.filter(status__in=list(statuses))
-    if seed_run_ids is not None:
-        seed_runs = seed_runs.filter(id__in=seed_run_ids)
+    """(seed run, [(attempt, [LLM call, ...]), ...]) of these seed runs of the job, by seed and
+    repeat, attempts by number and calls by seq: what `trace_of` takes, read `chunk_size` seed
+    runs at a time (keyset pages, three queries a page) as `model_rows`."""
+    seed_runs = SeedRun.objects.filter(job=job, id__in=seed_run_ids).order_by("seed", "repeat")
     after: tuple[int, int] | None = None
     while True:
         page = seed_runs
