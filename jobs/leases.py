@@ -20,8 +20,20 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from jobs.events import seed_event_append, seed_events_append
-from jobs.models import AttemptStatus, EvalJob, JobStatus, RolloutAttempt, SeedRun, SeedStatus
+from jobs.models import (
+    AttemptStatus,
+    EvalJob,
+    JobStatus,
+    RolloutAttempt,
+    RunnerWait,
+    SeedRun,
+    SeedStatus,
+)
 from jobs.scores import Scores
+
+# How long a runner that got nothing counts in its job's fair share (it asks again every half
+# second while seeds wait; jobs.runner).
+RUNNER_WAIT_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -67,26 +79,17 @@ def seed_run_claim(*, job_id: str, worker: str, limit: int, lease_s: float) -> l
         if job is None or job.status != JobStatus.RUNNING:
             return []
         seeds = SeedRun.objects.filter(job_id=job_id)
-        slots = min(limit, _free_slots(seeds=seeds, job=job, worker=worker, now=now))
+        free, holding = _free_slots(seeds=seeds, job=job, worker=worker, now=now)
+        slots = min(limit, free)
+        if slots <= 0 and not holding:
+            # The others hold every slot: it counts in their fair share while it waits.
+            RunnerWait.objects.bulk_create(
+                [RunnerWait(job=job, worker=worker, seen_at=now)],
+                update_conflicts=True, unique_fields=["job", "worker"], update_fields=["seen_at"],
+            )  # fmt: skip
         if slots <= 0:
             return []
-        expired = list(
-            seeds.filter(status=SeedStatus.RUNNING, lease_expires_at__lte=now)
-            .order_by("id")
-            .values_list("id", "losses")[:slots]
-        )
-        ids = []
-        if expired:
-            # Their worker is gone: our fault, not the task app's. Counted as a loss, not an
-            # attempt; a seed lost too often (it may be what kills its worker) fails.
-            expired_ids = [i for i, _ in expired]
-            _attempts_abandon(seed_run_ids=expired_ids, error="the worker running it stopped")
-            SeedRun.objects.filter(pk__in=expired_ids).update(losses=F("losses") + 1)
-            max_losses = settings.EVALHUB_SEED_MAX_LOSSES
-            spent = [i for i, n in expired if n + 1 >= max_losses]
-            if spent:
-                _seed_runs_fail_spent(seed_run_ids=spent, now=now)
-            ids = [i for i, n in expired if n + 1 < max_losses]
+        ids = _expired_take(seeds=seeds, slots=slots, now=now)
         if len(ids) < slots:
             ids += list(
                 seeds.filter(status=SeedStatus.PENDING)
@@ -109,20 +112,46 @@ def seed_run_claim(*, job_id: str, worker: str, limit: int, lease_s: float) -> l
         return list(SeedRun.objects.filter(pk__in=ids, lease_owner=worker).order_by("id"))
 
 
-def _free_slots(*, seeds, job: EvalJob, worker: str, now) -> int:
-    """What `worker` may claim now: the job's free slots (`max_concurrent` minus every live
-    lease), and no more than its fair share of `max_concurrent` among the runners holding
-    seeds of the job (itself included), so a runner that joins a running job gets work at
-    once instead of waiting for the first one to give slots up."""
+def _expired_take(*, seeds, slots: int, now) -> list[int]:
+    """Up to `slots` running seeds whose lease expired, to claim again. Their worker is gone:
+    our fault, not the task app's. Counted as a loss, not an attempt; a seed lost too often
+    (it may be what kills its worker) fails instead."""
+    expired = list(
+        seeds.filter(status=SeedStatus.RUNNING, lease_expires_at__lte=now)
+        .order_by("id")
+        .values_list("id", "losses")[:slots]
+    )
+    if not expired:
+        return []
+    expired_ids = [i for i, _ in expired]
+    _attempts_abandon(seed_run_ids=expired_ids, error="the worker running it stopped")
+    SeedRun.objects.filter(pk__in=expired_ids).update(losses=F("losses") + 1)
+    max_losses = settings.EVALHUB_SEED_MAX_LOSSES
+    spent = [i for i, n in expired if n + 1 >= max_losses]
+    if spent:
+        _seed_runs_fail_spent(seed_run_ids=spent, now=now)
+    return [i for i, n in expired if n + 1 < max_losses]
+
+
+def _free_slots(*, seeds, job: EvalJob, worker: str, now) -> tuple[int, bool]:
+    """What `worker` may claim now, and whether it holds seeds of the job. It may claim the
+    job's free slots (`max_concurrent` minus every live lease), and no more than its fair share
+    of `max_concurrent` among the runners holding seeds of the job or waiting for some
+    (`RunnerWait`), itself included: a runner that joins a running job gets its part as the
+    others' rollouts end, instead of racing them for slots."""
     held = dict(
         seeds.filter(status=SeedStatus.RUNNING, lease_expires_at__gt=now)
         .values_list("lease_owner")
         .annotate(n=Count("id"))
         .order_by()
     )
-    runners = len(held) + (worker not in held)
+    waiting = RunnerWait.objects.filter(
+        job_id=job.pk, seen_at__gt=now - timedelta(seconds=RUNNER_WAIT_S)
+    ).values_list("worker", flat=True)
+    runners = len(held.keys() | set(waiting) | {worker})
     share = -(-job.max_concurrent // runners)
-    return min(job.max_concurrent - sum(held.values()), share - held.get(worker, 0))
+    mine = held.get(worker, 0)
+    return min(job.max_concurrent - sum(held.values()), share - mine), mine > 0
 
 
 def _attempts_abandon(*, seed_run_ids: list[int], error: str) -> None:

@@ -300,3 +300,19 @@ class JobFigures(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["job", "name"], name="job_figures_unique_name")
         ]
+
+
+class RunnerWait(models.Model):
+    """A runner of a job that asked for seeds and got none, the others holding every slot it
+    may use. It counts in the fair share of the job's `max_concurrent` (jobs.leases) while
+    `seen_at` is recent, so the runners holding the slots leave it its part as rollouts end
+    instead of claiming them back before it looks again."""
+
+    job = models.ForeignKey(EvalJob, on_delete=models.CASCADE, related_name="+")
+    worker = models.CharField(max_length=128)
+    seen_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["job", "worker"], name="runner_wait_unique_worker")
+        ]

@@ -137,7 +137,8 @@ class JobRunner:
         # would make the claim query the bottleneck of a fast task app.
         batch = max(1, self.cap // 8)
         last_look = last_renew = last_claim = 0.0
-        inviter = sharing.Inviter(self.job_id)  # idle workers join (jobs.sharing)
+        # Idle workers join (jobs.sharing); this process runs the job, holding seeds or not.
+        inviter = sharing.Inviter(self.job_id, process=self.worker.rsplit(":", 1)[0])
         # The zip's members of the seeds that ended meanwhile are built as the job goes on.
         members_every = max(settings.EVALHUB_TRACES_ZIP_AFTER_S, MEMBERS_MIN_EVERY_S)
         members_at = time.monotonic() + members_every

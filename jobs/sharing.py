@@ -18,6 +18,7 @@ import random
 import threading
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 
 from celery.utils.nodenames import worker_direct
 from django.db.models import Q
@@ -27,7 +28,8 @@ from kombu import Exchange, Queue
 from evalhub import heartbeats
 from evalhub.celery import app
 from jobs.dispatch import JOB_RUN_TASK
-from jobs.models import SeedRun, SeedStatus
+from jobs.leases import RUNNER_WAIT_S
+from jobs.models import RunnerWait, SeedRun, SeedStatus
 
 log = logging.getLogger(__name__)
 
@@ -58,15 +60,18 @@ def local_runner(job_id: str) -> Iterator[bool]:
 
 
 def runner_processes(*, job_id: str) -> set[str]:
-    """The worker processes (`host:pid`) holding live leases on seeds of the job."""
+    """The worker processes (`host:pid`) holding live leases on seeds of the job, or waiting
+    for some (jobs.leases: the others hold every slot)."""
+    now = timezone.now()
     owners = (
-        SeedRun.objects.filter(
-            job_id=job_id, status=SeedStatus.RUNNING, lease_expires_at__gt=timezone.now()
-        )
+        SeedRun.objects.filter(job_id=job_id, status=SeedStatus.RUNNING, lease_expires_at__gt=now)
         .values_list("lease_owner", flat=True)
         .distinct()
     )
-    return {owner.rsplit(":", 1)[0] for owner in owners}
+    waiting = RunnerWait.objects.filter(
+        job_id=job_id, seen_at__gt=now - timedelta(seconds=RUNNER_WAIT_S)
+    ).values_list("worker", flat=True)
+    return {owner.rsplit(":", 1)[0] for owner in [*owners, *waiting]}
 
 
 def job_wants_workers(*, job_id: str, live_workers: int, processes: int) -> bool:
@@ -129,8 +134,9 @@ class Inviter:
     nobody can take do not pile up in the queue; a worker process that started since the last
     look is idle, and is invited at once."""
 
-    def __init__(self, job_id: str):
+    def __init__(self, job_id: str, *, process: str):
         self.job_id = job_id
+        self.process = process  # ours ("host:pid"), which runs the job even holding nothing
         self.interval = INVITE_S
         self.next_at = 0.0
         self.send_after = 0.0
@@ -148,7 +154,7 @@ class Inviter:
         self.known = live
         if now < self.send_after and not newcomers:
             return False
-        running = runner_processes(job_id=self.job_id)
+        running = runner_processes(job_id=self.job_id) | {self.process}
         processes = len(running)
         if self.processes_before is not None and processes <= self.processes_before:
             self.interval = min(self.interval * 2, INVITE_MAX_S)

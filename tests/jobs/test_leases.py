@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 
 from jobs import leases, services
-from jobs.models import JobEvent, RolloutAttempt, SeedRun
+from jobs.models import JobEvent, RolloutAttempt, RunnerWait, SeedRun
 from jobs.scores import Scores
 from tests.jobs.conftest import claim
 
@@ -23,6 +23,26 @@ def test_claims_never_exceed_max_concurrent_over_all_workers(job):
     assert {sr.lease_owner for sr in first} == {"w1"}
     assert all(sr.status == "running" and sr.attempts == 0 for sr in first + second)
     assert len({sr.id for sr in first + second}) == 3
+
+
+def test_a_runner_waiting_for_slots_gets_its_share_as_the_holders_rollouts_end(job):
+    def finish(seed_run, worker):
+        assert leases.seed_run_finish(seed_run_id=seed_run.pk, worker=worker,
+                                      status="succeeded", result=leases.SeedResult())  # fmt: skip
+
+    first = claim(job, "w1")
+    assert len(first) == 3 and claim(job, "w2") == []  # w2 waits: it counts from now on
+    finish(first[0], "w1")
+    # w1 holds two, its share of three between two runners: the free slot is left to w2.
+    assert claim(job, "w1") == []
+    second = claim(job, "w2")
+    assert len(second) == 1
+    # A runner that stopped asking stops counting: its part goes back to the others.
+    finish(first[1], "w1"), finish(second[0], "w2")
+    RunnerWait.objects.filter(worker="w2").update(
+        seen_at=timezone.now() - timedelta(seconds=leases.RUNNER_WAIT_S + 1)
+    )
+    assert len(claim(job, "w1")) == 2
 
 
 def test_claim_skips_seed_runs_held_by_a_live_lease_and_takes_expired_ones(job):
