@@ -10,15 +10,15 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 from datetime import timedelta
-from functools import cache
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
-from django.db.models import Count, DateTimeField, F, Model, Q, Value
+from django.db import transaction
+from django.db.models import Count, DateTimeField, F, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from jobs.bulk import rows_update
 from jobs.events import seed_event_append, seed_events_append
 from jobs.models import (
     AttemptStatus,
@@ -229,7 +229,7 @@ def rollout_attempt_finish(*, end: AttemptEnd) -> None:
 def rollout_attempts_finish(*, ends: list[AttemptEnd]) -> None:
     """Record how the attempts ended: one statement, run for each."""
     now = timezone.now()
-    _update_many(
+    rows_update(
         RolloutAttempt,
         [
             ({"id": end.attempt_id, "status": AttemptStatus.RUNNING},
@@ -238,42 +238,6 @@ def rollout_attempts_finish(*, ends: list[AttemptEnd]) -> None:
             for end in ends
         ],
     )  # fmt: skip
-
-
-def _update(model: type[Model], *, where: dict[str, Any], values: dict[str, Any]) -> int:
-    """`model.objects.filter(**where).update(**values)` (equalities only), written out: the
-    ORM's building of these statements per result was most of a busy worker's database
-    time. The values are prepared by their fields as `update` would; the count of rows."""
-    sql, fields = _update_statement(model, tuple(where), tuple(values))
-    with connection.cursor() as cursor:
-        cursor.execute(sql, _update_params(fields, where, values))
-        return cursor.rowcount
-
-
-def _update_many(model: type[Model], rows: list[tuple[dict[str, Any], dict[str, Any]]]) -> None:
-    """`_update` for each (where, values) of `rows`, all of one shape, as one executemany
-    (one round trip on PostgreSQL, whose driver pipelines it)."""
-    if not rows:
-        return
-    where, values = rows[0]
-    sql, fields = _update_statement(model, tuple(where), tuple(values))
-    with connection.cursor() as cursor:
-        cursor.executemany(sql, [_update_params(fields, w, v) for w, v in rows])
-
-
-def _update_params(fields, where: dict[str, Any], values: dict[str, Any]) -> list:
-    given = (*values.values(), *where.values())
-    return [f.get_db_prep_save(v, connection) for f, v in zip(fields, given, strict=True)]
-
-
-@cache
-def _update_statement(model: type[Model], where: tuple[str, ...], values: tuple[str, ...]):
-    """(SQL, fields of the values then of the conditions) of `_update`."""
-    q = connection.ops.quote_name
-    fields = [model._meta.get_field(name) for name in (*values, *where)]
-    sets = ", ".join(f"{q(f.column)} = %s" for f in fields[: len(values)])
-    conditions = " AND ".join(f"{q(f.column)} = %s" for f in fields[len(values) :])
-    return f"UPDATE {q(model._meta.db_table)} SET {sets} WHERE {conditions}", fields
 
 
 def _held(worker: str) -> dict[str, Any]:
@@ -333,7 +297,7 @@ def seed_runs_finish(*, worker: str, finishes: list[SeedFinish]) -> list[bool]:
             .values_list("id", flat=True)
         )
         written = [f.seed_run_id in held for f in finishes]
-        _update_many(SeedRun, [_result_row(f, worker) for f in finishes if f.seed_run_id in held])
+        rows_update(SeedRun, [_result_row(f, worker) for f in finishes if f.seed_run_id in held])
         done = [i for i in ids if i in held]
         if done:
             seed_events_append(seed_run_ids=done)
