@@ -62,13 +62,23 @@ class AttemptEnd:
     latency_ms: float | None = None
 
 
-def seed_run_claim(*, job_id: str, worker: str, limit: int, lease_s: float) -> list[SeedRun]:
+@dataclass(frozen=True)
+class Claim:
+    """The seed runs a claim got, and the runner's fair share of the job's `max_concurrent`
+    (the most it may hold, 0 when the job does not run): near it, the runner claims again
+    only once a batch of its rollouts has ended."""
+
+    seed_runs: list[SeedRun]
+    share: int = 0
+
+
+def seed_run_claim(*, job_id: str, worker: str, limit: int, lease_s: float) -> Claim:
     """Claim up to `limit` seed runs of a running job for `worker`, never more than the job's
     `max_concurrent` held under live leases over all workers, nor more than the worker's fair
     share of it (`_free_slots`). Claimable: pending seeds whose backoff is over, and running
     seeds whose lease expired (their worker is gone)."""
     if limit <= 0:
-        return []
+        return Claim([])
     now = timezone.now()
     with transaction.atomic():
         # The job row lock serializes claims on one job across workers (PostgreSQL); SQLite
@@ -77,9 +87,9 @@ def seed_run_claim(*, job_id: str, worker: str, limit: int, lease_s: float) -> l
         # wait for a claim (a claim may wait for that event's seed row: a deadlock).
         job = EvalJob.objects.select_for_update(no_key=True).filter(pk=job_id).first()
         if job is None or job.status != JobStatus.RUNNING:
-            return []
+            return Claim([])
         seeds = SeedRun.objects.filter(job_id=job_id)
-        free, holding = _free_slots(seeds=seeds, job=job, worker=worker, now=now)
+        free, share, holding = _free_slots(seeds=seeds, job=job, worker=worker, now=now)
         slots = min(limit, free)
         if slots <= 0 and not holding:
             # The others hold every slot: it counts in their fair share while it waits.
@@ -88,7 +98,7 @@ def seed_run_claim(*, job_id: str, worker: str, limit: int, lease_s: float) -> l
                 update_conflicts=True, unique_fields=["job", "worker"], update_fields=["seen_at"],
             )  # fmt: skip
         if slots <= 0:
-            return []
+            return Claim([], share)
         ids = _expired_take(seeds=seeds, slots=slots, now=now)
         if len(ids) < slots:
             ids += list(
@@ -98,7 +108,7 @@ def seed_run_claim(*, job_id: str, worker: str, limit: int, lease_s: float) -> l
                 .values_list("id", flat=True)[: slots - len(ids)]
             )
         if not ids:
-            return []
+            return Claim([], share)
         claimed = SeedRun.objects.filter(pk__in=ids).filter(
             Q(status=SeedStatus.PENDING) | Q(status=SeedStatus.RUNNING, lease_expires_at__lte=now)
         )
@@ -109,7 +119,9 @@ def seed_run_claim(*, job_id: str, worker: str, limit: int, lease_s: float) -> l
             not_before=None,
             started_at=Coalesce(F("started_at"), Value(now, output_field=DateTimeField())),
         )
-        return list(SeedRun.objects.filter(pk__in=ids, lease_owner=worker).order_by("id"))
+        return Claim(
+            list(SeedRun.objects.filter(pk__in=ids, lease_owner=worker).order_by("id")), share
+        )
 
 
 def _expired_take(*, seeds, slots: int, now) -> list[int]:
@@ -133,12 +145,12 @@ def _expired_take(*, seeds, slots: int, now) -> list[int]:
     return [i for i, n in expired if n + 1 < max_losses]
 
 
-def _free_slots(*, seeds, job: EvalJob, worker: str, now) -> tuple[int, bool]:
-    """What `worker` may claim now, and whether it holds seeds of the job. It may claim the
-    job's free slots (`max_concurrent` minus every live lease), and no more than its fair share
-    of `max_concurrent` among the runners holding seeds of the job or waiting for some
-    (`RunnerWait`), itself included: a runner that joins a running job gets its part as the
-    others' rollouts end, instead of racing them for slots."""
+def _free_slots(*, seeds, job: EvalJob, worker: str, now) -> tuple[int, int, bool]:
+    """What `worker` may claim now, its share, and whether it holds seeds of the job. It may
+    claim the job's free slots (`max_concurrent` minus every live lease), and no more than its
+    share: its fair part of `max_concurrent` among the runners holding seeds of the job or
+    waiting for some (`RunnerWait`), itself included. A runner that joins a running job gets
+    its part as the others' rollouts end, instead of racing them for slots."""
     held = dict(
         seeds.filter(status=SeedStatus.RUNNING, lease_expires_at__gt=now)
         .values_list("lease_owner")
@@ -151,7 +163,7 @@ def _free_slots(*, seeds, job: EvalJob, worker: str, now) -> tuple[int, bool]:
     runners = len(held.keys() | set(waiting) | {worker})
     share = -(-job.max_concurrent // runners)
     mine = held.get(worker, 0)
-    return min(job.max_concurrent - sum(held.values()), share - mine), mine > 0
+    return min(job.max_concurrent - sum(held.values()), share - mine), share, mine > 0
 
 
 def _attempts_abandon(*, seed_run_ids: list[int], error: str) -> None:

@@ -133,9 +133,9 @@ class JobRunner:
 
     async def _work(self) -> None:
         self._changed = asyncio.Event()
-        # Claim in batches when many rollouts are in flight: one claim per finished rollout
-        # would make the claim query the bottleneck of a fast task app.
-        batch = max(1, self.cap // 8)
+        # Claim in batches of an eighth of what the runner may hold: one claim per finished
+        # rollout would make the claim query the bottleneck of a fast task app.
+        self.share = self.cap  # the most it may hold, as the last claim said (leases.Claim)
         last_look = last_renew = last_claim = 0.0
         # Idle workers join (jobs.sharing); this process runs the job, holding seeds or not.
         inviter = sharing.Inviter(self.job_id, process=self.worker.rsplit(":", 1)[0])
@@ -160,15 +160,9 @@ class JobRunner:
             if now >= members_at:
                 members_at = now + members_every
                 await self._db(job_trace_members_dispatch, job_id=self.job_id)
-            free = self.cap - len(self.in_flight)
-            if free >= batch or (free > 0 and now - last_claim >= POLL_S):
+            if self._claim_due(now - last_claim):
                 last_claim = now
-                claimed = await self._db(
-                    leases.seed_run_claim,
-                    job_id=self.job_id, worker=self.worker, limit=free, lease_s=self.lease_s,
-                )  # fmt: skip
-                for seed_run in claimed:
-                    self._start(seed_run)
+                await self._claim()
             if not self.in_flight:
                 wait = await self._db(_job_next_claim_in, job_id=self.job_id)
                 if wait is None:
@@ -188,6 +182,23 @@ class JobRunner:
                 await asyncio.wait_for(self._changed.wait(), timeout=POLL_S)
             except TimeoutError:
                 pass
+
+    def _claim_due(self, since_claim: float) -> bool:
+        """A batch is free within the runner's share (other runners work on the job too), or
+        POLL_S went by with any slot free (its share may have grown)."""
+        most = min(self.cap, self.share)
+        if most - len(self.in_flight) >= max(1, most // 8):
+            return True
+        return len(self.in_flight) < self.cap and since_claim >= POLL_S
+
+    async def _claim(self) -> None:
+        claim = await self._db(
+            leases.seed_run_claim, job_id=self.job_id, worker=self.worker,
+            limit=self.cap - len(self.in_flight), lease_s=self.lease_s,
+        )  # fmt: skip
+        self.share = claim.share
+        for seed_run in claim.seed_runs:
+            self._start(seed_run)
 
     def _start(self, seed_run: SeedRun) -> None:
         task = asyncio.create_task(self._seed(seed_run))

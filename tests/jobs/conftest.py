@@ -19,4 +19,6 @@ def job(db) -> EvalJob:
 
 
 def claim(job, worker="w1", limit=100, lease_s=60.0) -> list[SeedRun]:
-    return leases.seed_run_claim(job_id=job.id, worker=worker, limit=limit, lease_s=lease_s)
+    return leases.seed_run_claim(
+        job_id=job.id, worker=worker, limit=limit, lease_s=lease_s
+    ).seed_runs
