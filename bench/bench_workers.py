@@ -1,7 +1,8 @@
 """How fast workers run a big job, and what evalhub costs over calling the task app directly.
 
     .venv/bin/python bench/bench_workers.py [--seeds 2000] [--max-concurrent 64] [--delay 0]
-        [--workers 1 2 4] [--backend postgres|sqlite] [--wall-delay 0.05] [--json out.json]
+        [--workers 1 2 4] [--backend postgres|sqlite] [--wall-delay 0.05] [--worker-cpu 0.25]
+        [--json out.json]
 
 Everything is real and local, in a fresh data directory: with `--backend postgres` (the
 default) a PRIVATE PostgreSQL cluster and Redis server started for the run on free ports
@@ -9,6 +10,11 @@ default) a PRIVATE PostgreSQL cluster and Redis server started for the run on fr
 default. For each worker count, that many Celery worker processes (`--pool threads`) run one
 job of `--seeds` seeds against a FastAPI task app on a loopback port answering each rollout
 after `--delay` seconds; rollouts/s is succeeded seeds over first claim to completion.
+
+With `--worker-cpu F` each worker process is also run, for a second series, held to F of one
+CPU by a cgroup of its own (bench/cpucap.py; Linux, as root): every worker a small machine
+of its own, so N of them over one measures evalhub's scale-out rather than the cores this
+machine has (on 2 cores, four uncapped workers share what one nearly fills).
 
 Then, with `--wall-delay` > 0, the same seeds against a task app taking that long per rollout:
 once posted straight at the task app by an asyncio client holding `--max-concurrent` in flight,
@@ -31,6 +37,8 @@ import uuid
 from pathlib import Path
 
 import aiohttp
+import cpucap  # a sibling: run as bench/bench_workers.py
+from cpucap import CpuCap
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -68,8 +76,11 @@ def setup(backend: str) -> tuple[str, dict[str, str]]:
     return data_dir, extra
 
 
-def run_job(*, workers: int, task_url: str, seeds: int, max_concurrent: int) -> dict:
-    """`workers` worker processes run one job; its figures."""
+def run_job(
+    *, workers: int, task_url: str, seeds: int, max_concurrent: int, worker_cpu: float | None = None
+) -> dict:
+    """`workers` worker processes (each held to `worker_cpu` of a CPU when given) run one
+    job; its figures."""
     from django.contrib.auth import get_user_model
 
     from jobs import services
@@ -85,6 +96,8 @@ def run_job(*, workers: int, task_url: str, seeds: int, max_concurrent: int) -> 
             "-Q", os.environ["EVALHUB_CELERY_QUEUE"], "-n", f"bench{n}-{uuid.uuid4().hex[:6]}@%h",
             "--pool", "threads", "--concurrency", "2", "--loglevel", "INFO",
             "--without-gossip", "--without-mingle", "--without-heartbeat"], env))  # fmt: skip
+    cap = CpuCap(worker_cpu) if worker_cpu else None
+    groups = [cap.cap(proc.proc.pid) for proc in procs] if cap else []
     try:
         for proc in procs:
             wait_until(lambda p=proc: "ready" in p.log() or p.proc.poll() is not None,
@@ -107,14 +120,18 @@ def run_job(*, workers: int, task_url: str, seeds: int, max_concurrent: int) -> 
         wait_until(lambda: EvalJob.objects.filter(pk=job.pk).exclude(traces_zip_name="").exists(),
                    timeout=3600, interval=0.1, what="the job's zip")  # fmt: skip
         zip_s = time.perf_counter() - created - wall
+        throttled = [CpuCap.throttled(group) for group in groups]
     finally:
         for proc in procs:
             proc.stop()
+        if cap:
+            cap.close()
     succeeded = SeedRun.objects.filter(job=job, status="succeeded").count()
     run_s = (job.completed_at - job.started_at).total_seconds()
     return {"workers": workers, "status": job.status, "succeeded": succeeded, "seeds": seeds,
             "wall_s": wall, "run_s": run_s, "rollouts_per_s": succeeded / run_s,
-            "zip_after_s": zip_s}  # fmt: skip
+            "zip_after_s": zip_s, "worker_cpu": worker_cpu,
+            "throttled": sum(throttled) / len(throttled) if throttled else None}  # fmt: skip
 
 
 def direct_in_child(task_url: str, *, seeds: int, concurrency: int) -> float:
@@ -179,8 +196,14 @@ def main() -> int:
     parser.add_argument("--backend", choices=["postgres", "sqlite"], default="postgres")
     parser.add_argument("--wall-delay", type=float, default=0.05,
                         help="task app seconds per rollout of the direct-vs-evalhub run; 0: skip")  # fmt: skip
+    parser.add_argument("--worker-cpu", type=float,
+                        help="also run each worker count with every worker held to this "
+                             "fraction of a CPU (a cgroup each; needs root)")  # fmt: skip
     parser.add_argument("--json", help="write the figures to this file")
     args = parser.parse_args()
+    if args.worker_cpu and cpucap.why_not():
+        print(f"--worker-cpu: {cpucap.why_not()}; the capped series is skipped", flush=True)
+        args.worker_cpu = None
 
     data_dir, _ = setup(args.backend)
     from tests.support.servers import serve_asgi
@@ -198,6 +221,14 @@ def main() -> int:
                       f"traces zip stored {run['zip_after_s']:.1f}s after the job ended",
                       flush=True)  # fmt: skip
                 out["runs"].append(run)
+            for workers in args.workers if args.worker_cpu else ():
+                run = run_job(workers=workers, task_url=task_url, seeds=args.seeds,
+                              max_concurrent=args.max_concurrent, worker_cpu=args.worker_cpu)  # fmt: skip
+                print(f"{workers} worker(s) at {args.worker_cpu} CPU each: {run['succeeded']}/"
+                      f"{args.seeds} succeeded, run {run['run_s']:.2f}s, "
+                      f"{run['rollouts_per_s']:.1f} rollouts/s; throttled in "
+                      f"{run['throttled']:.0%} of periods", flush=True)  # fmt: skip
+                out.setdefault("capped", []).append(run)
         if args.wall_delay > 0:
             app, _ = task_app_create(delay_s=args.wall_delay)
             with serve_asgi(app) as task_url:
@@ -218,7 +249,8 @@ def main() -> int:
         shutil.rmtree(data_dir, ignore_errors=True)
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2, default=str))
-    ok = all(r["status"] == "completed" and r["succeeded"] == r["seeds"] for r in out["runs"])
+    ok = all(r["status"] == "completed" and r["succeeded"] == r["seeds"]
+             for r in out["runs"] + out.get("capped", []))  # fmt: skip
     return 0 if ok else 1
 
 

@@ -5,7 +5,8 @@
 Runs, one after the other (each in its own process and throw-away data directory):
 bench_interceptor.py (evalhub, the bare proxy on aiohttp and on httpx, and LiteLLM's proxy over the same fake provider,
 at 1, 8 and 32 callers), bench_workers.py (1, 2 and 4 worker processes on a private PostgreSQL
-and Redis; a job through evalhub against the same rollouts posted directly), bench_traces_zip.py
+and Redis, uncapped and each held to a tenth of a CPU by bench/cpucap.py; a job through evalhub
+against the same rollouts posted directly), bench_traces_zip.py
 and bench_results.py; then prints a Markdown table with the date and the machine. `--quick`
 shrinks every run (for checking that it works; its figures are noise).
 """
@@ -28,13 +29,13 @@ PY = sys.executable
 
 FULL = {
     "interceptor": ["--calls", "2000", "--rounds", "4", "--modes", "plain"],
-    "workers": ["--seeds", "4000", "--max-concurrent", "64", "--wall-delay", "0.05"],
+    "workers": "--seeds 4000 --max-concurrent 256 --wall-delay 0.05 --worker-cpu 0.1".split(),
     "zip": ["--seeds", "10000"],
     "results": ["--seeds", "100000"],
 }
 QUICK = {
     "interceptor": ["--calls", "200", "--rounds", "2", "--modes", "plain"],
-    "workers": ["--seeds", "300", "--max-concurrent", "32", "--wall-delay", "0.02"],
+    "workers": "--seeds 300 --max-concurrent 32 --wall-delay 0.02 --worker-cpu 0.5".split(),
     "zip": ["--seeds", "500"],
     "results": ["--seeds", "5000", "--page", "500"],
 }
@@ -99,14 +100,28 @@ def interceptor_rows(data: dict) -> list[tuple[str, str, str, str]]:
 
 
 def workers_rows(data: dict) -> list[tuple[str, str, str, str]]:
-    runs = data["runs"]
+    rows = _series_rows(data["runs"], f"worker process(es), {data['backend']}", target="")
+    if data.get("capped"):  # each worker a slice of a CPU of its own (bench/cpucap.py)
+        cpu = data["capped"][0]["worker_cpu"]
+        rows += _series_rows(
+            data["capped"], f"worker(s) held to {cpu} CPU each", target=">= 3x at 4"
+        )
+    return rows + _wall_rows(data)
+
+
+def _series_rows(runs: list[dict], what: str, *, target: str) -> list[tuple[str, str, str, str]]:
     one = next((r["rollouts_per_s"] for r in runs if r["workers"] == 1), None)
     rows = []
     for r in runs:
         ratio = f" ({r['rollouts_per_s'] / one:.2f}x of 1)" if one else ""
-        rows.append((f"rollouts/s, {r['workers']} worker process(es), {data['backend']}",
+        rows.append((f"rollouts/s, {r['workers']} {what}",
                      f"{r['rollouts_per_s']:.0f}{ratio}", f"1 worker {one:.0f}" if one else "-",
-                     ">= 3x at 4" if r["workers"] == 4 else ""))  # fmt: skip
+                     target if r["workers"] == 4 else ""))  # fmt: skip
+    return rows
+
+
+def _wall_rows(data: dict) -> list[tuple[str, str, str, str]]:
+    rows = []
     if "wall" in data:
         w = data["wall"]
         rows.append((f"job wall time, {w['seeds']} seeds at {w['delay_s']}s, concurrency "
