@@ -157,13 +157,20 @@ def _free_slots(*, seeds, job: EvalJob, worker: str, now) -> tuple[int, int, boo
         .annotate(n=Count("id"))
         .order_by()
     )
-    waiting = RunnerWait.objects.filter(
-        job_id=job.pk, seen_at__gt=now - timedelta(seconds=RUNNER_WAIT_S)
-    ).values_list("worker", flat=True)
-    runners = len(held.keys() | set(waiting) | {worker})
+    runners = len(held.keys() | runners_waiting(job_id=job.pk, now=now) | {worker})
     share = -(-job.max_concurrent // runners)
     mine = held.get(worker, 0)
     return min(job.max_concurrent - sum(held.values()), share - mine), share, mine > 0
+
+
+def runners_waiting(*, job_id, now) -> set[str]:
+    """The runners of the job that asked for seeds in the last RUNNER_WAIT_S and got none."""
+    recent = now - timedelta(seconds=RUNNER_WAIT_S)
+    return set(
+        RunnerWait.objects.filter(job_id=job_id, seen_at__gt=recent).values_list(
+            "worker", flat=True
+        )
+    )
 
 
 def _attempts_abandon(*, seed_run_ids: list[int], error: str) -> None:

@@ -73,6 +73,8 @@ class JobRunner:
         self.max_attempts = settings.EVALHUB_ROLLOUT_MAX_ATTEMPTS
         self._db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalhub-db")
         self.in_flight: dict[int, asyncio.Task] = {}
+        # The most it may hold, as the last claim said (leases.Claim); the cap until then.
+        self.share: int | None = None
         self._changed: asyncio.Event | None = None
         # Attempts started, and results written, by many rollouts at once share a transaction.
         self._start_attempts = Batcher(self._attempts_start)
@@ -135,10 +137,9 @@ class JobRunner:
         self._changed = asyncio.Event()
         # Claim in batches of an eighth of what the runner may hold: one claim per finished
         # rollout would make the claim query the bottleneck of a fast task app.
-        self.share = self.cap  # the most it may hold, as the last claim said (leases.Claim)
         last_look = last_renew = last_claim = 0.0
         # Idle workers join (jobs.sharing); this process runs the job, holding seeds or not.
-        inviter = sharing.Inviter(self.job_id, process=self.worker.rsplit(":", 1)[0])
+        inviter = sharing.Inviter(self.job_id, runner=self.worker)
         # The zip's members of the seeds that ended meanwhile are built as the job goes on.
         members_every = max(settings.EVALHUB_TRACES_ZIP_AFTER_S, MEMBERS_MIN_EVERY_S)
         members_at = time.monotonic() + members_every
@@ -186,7 +187,7 @@ class JobRunner:
     def _claim_due(self, since_claim: float) -> bool:
         """A batch is free within the runner's share (other runners work on the job too), or
         POLL_S went by with any slot free (its share may have grown)."""
-        most = min(self.cap, self.share)
+        most = self.cap if self.share is None else min(self.cap, self.share)
         if most - len(self.in_flight) >= max(1, most // 8):
             return True
         return len(self.in_flight) < self.cap and since_claim >= POLL_S

@@ -18,7 +18,6 @@ import random
 import threading
 import time
 from collections.abc import Iterator
-from datetime import timedelta
 
 from celery.utils.nodenames import worker_direct
 from django.db.models import Q
@@ -28,8 +27,8 @@ from kombu import Exchange, Queue
 from evalhub import heartbeats
 from evalhub.celery import app
 from jobs.dispatch import JOB_RUN_TASK
-from jobs.leases import RUNNER_WAIT_S
-from jobs.models import RunnerWait, SeedRun, SeedStatus
+from jobs.leases import runners_waiting
+from jobs.models import SeedRun, SeedStatus
 
 log = logging.getLogger(__name__)
 
@@ -68,10 +67,13 @@ def runner_processes(*, job_id: str) -> set[str]:
         .values_list("lease_owner", flat=True)
         .distinct()
     )
-    waiting = RunnerWait.objects.filter(
-        job_id=job_id, seen_at__gt=now - timedelta(seconds=RUNNER_WAIT_S)
-    ).values_list("worker", flat=True)
-    return {owner.rsplit(":", 1)[0] for owner in [*owners, *waiting]}
+    waiting = runners_waiting(job_id=job_id, now=now)
+    return {process_of(runner) for runner in [*owners, *waiting]}
+
+
+def process_of(runner: str) -> str:
+    """The worker process ("host:pid") of a runner's name ("host:pid:id", jobs.runner)."""
+    return runner.rsplit(":", 1)[0]
 
 
 def job_wants_workers(*, job_id: str, live_workers: int, processes: int) -> bool:
@@ -134,9 +136,9 @@ class Inviter:
     nobody can take do not pile up in the queue; a worker process that started since the last
     look is idle, and is invited at once."""
 
-    def __init__(self, job_id: str, *, process: str):
+    def __init__(self, job_id: str, *, runner: str):
         self.job_id = job_id
-        self.process = process  # ours ("host:pid"), which runs the job even holding nothing
+        self.process = process_of(runner)  # ours: it runs the job even holding nothing
         self.interval = INVITE_S
         self.next_at = 0.0
         self.send_after = 0.0
