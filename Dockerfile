@@ -9,4 +9,4 @@ COPY frontend frontend
 COPY manage.py ./
 RUN pip install --no-cache-dir . && python manage.py collectstatic --noinput -v 0
 EXPOSE 8000
-CMD ["uvicorn", "evalhub.asgi:application", "--host", "0.0.0.0", "--port", "8000"]
+CMD ["python", "-m", "evalhub.webserver", "--host", "0.0.0.0", "--port", "8000", "--workers", "1"]

@@ -3,19 +3,19 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run demo test lint format bench clean synth-venvs env-venvs
+.PHONY: run demo fake-llm test test-venvs lint format bench clean synth-venvs env-venvs client-venv
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
-# Reinstalled when pyproject.toml changes.
-$(VENV)/.installed-run: pyproject.toml | $(VENV)/bin/python
-	$(PY) -m pip install -q -e .
+# Reinstalled when pyproject.toml changes. The `evalhub` command (client/) comes along.
+$(VENV)/.installed-run: pyproject.toml client/pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install -q -e . -e ./client
 	touch $@
 
-$(VENV)/.installed-dev: pyproject.toml | $(VENV)/bin/python
-	$(PY) -m pip install -q -e '.[dev]'
+$(VENV)/.installed-dev: pyproject.toml client/pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install -q -e '.[dev]' -e ./client
 	# synth-ai's clients are tested against evalhub. Its declared dependencies (dspy, datasets,
 	# torch-sized extras) are far more than its eval clients import: install it alone; the dev
 	# extra lists what those imports need.
@@ -42,21 +42,50 @@ synth-venvs: $(SYNTH_VENVS)
 # pin other versions of the same libraries); evalhub goes in with --no-deps for the
 # `evalhub-atropos` console script.
 ENV_NAMES := eval-protocol openenv atroposlib
-ENV_VENVS := $(foreach n,$(ENV_NAMES),.venv-env/$(n)/.installed)
+ENV_VENVS := $(foreach n,$(ENV_NAMES),.venv-env/$(n)/.evalhub)
+# The peers of the observability tests (tests/observability), built the same way without
+# evalhub: Arize Phoenix (an OTLP trace collector and UI) and Inspect AI (its log reader).
+PEER_NAMES := phoenix inspect
+ENV_VENVS += $(foreach n,$(PEER_NAMES),.venv-env/$(n)/.installed)
 
 .venv-env/%/.installed: tests/support/env_venvs/%.txt
 	rm -rf .venv-env/$*
 	$(PYTHON) -m venv .venv-env/$*
 	.venv-env/$*/bin/python -m pip install -q --disable-pip-version-check -r $<
+	touch $@
+
+# Kept: a stamp made on the way to another is otherwise removed by make, and the venv rebuilt.
+.PRECIOUS: .venv-env/%/.installed
+
+# evalhub itself again whenever pyproject.toml changes (its console scripts' entry points).
+.venv-env/%/.evalhub: .venv-env/%/.installed pyproject.toml
 	.venv-env/$*/bin/python -m pip install -q --disable-pip-version-check --no-deps -e .
 	touch $@
 
 env-venvs: $(ENV_VENVS)
 
+# The `evalhub` command installed alone, as on a laptop or a CI runner: a virtualenv holding
+# only client/ and its dependencies (tests/client runs its executable); rebuilt when it changes.
+CLIENT_SOURCES := client/pyproject.toml $(wildcard client/evalhub_client/*.py)
+
+.venv-client/.installed: $(CLIENT_SOURCES)
+	rm -rf .venv-client
+	$(PYTHON) -m venv .venv-client
+	.venv-client/bin/python -m pip install -q --disable-pip-version-check ./client
+	touch $@
+
+client-venv: .venv-client/.installed
+
 run: $(VENV)/.installed-run
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py collectstatic --noinput -v 0
 	exec $(PY) -m evalhub.runall
+
+# A fake LLM provider for `make run` without a paid one (evalhub/fakeprovider): it prints the two
+# settings to start evalhub with. FAKE_LLM_PORT chooses its port.
+FAKE_LLM_PORT ?= 8011
+fake-llm: $(VENV)/.installed-run
+	exec $(PY) -m evalhub.fakeprovider --port $(FAKE_LLM_PORT)
 
 # The demo's example task app and fake provider need FastAPI and the OpenAI SDK (the `demo` extra).
 $(VENV)/.installed-demo: pyproject.toml | $(VENV)/bin/python
@@ -66,7 +95,11 @@ $(VENV)/.installed-demo: pyproject.toml | $(VENV)/bin/python
 demo: $(VENV)/.installed-demo
 	exec $(PY) -m evalhub.demo $(DEMO_ARGS)
 
-test: $(VENV)/.installed-dev $(SYNTH_VENVS) $(ENV_VENVS)
+# The test virtualenvs are independent of each other: built side by side.
+test-venvs: $(VENV)/.installed-dev $(SYNTH_VENVS) $(ENV_VENVS) .venv-client/.installed
+
+test:
+	$(MAKE) --no-print-directory -j4 test-venvs
 	$(PY) manage.py makemigrations --check --dry-run
 	$(PY) -m pytest $(PYTEST_ARGS)
 
@@ -92,4 +125,4 @@ format: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) .venv-synth .venv-bench .venv-env var
+	rm -rf $(VENV) .venv-synth .venv-bench .venv-env .venv-client var

@@ -8,10 +8,15 @@ the same run, times calls made directly to the upstream and through the intercep
 virtualenv `make bench` builds). Rounds alternate the sides so drift hits them all.
 
     .venv/bin/python bench/bench_interceptor.py [--calls 2000] [--rounds 4] \\
-        [--litellm .venv-bench/bin/litellm] [--before TREE] [--json out.json]
+        [--litellm .venv-bench/bin/litellm] [--before TREE] [--json out.json] \\
+        [--database-url postgres://.../empty_db]
 
 `--before TREE` also measures an earlier evalhub (a checkout, e.g. `git worktree add --detach
 /tmp/before <commit>`) in the same run, against the same database and provider.
+
+Each row has, per side, the latency it added at the median and at p99 (its percentile less the
+direct one) and `slow`: the share of its calls that took more than 10 ms longer than the direct
+median (the direct calls' own share is the machine's noise).
 
 Also prints Django's own floor: a request through Django's machinery (a 404 under /api/) against
 the same through the lean interceptor handler (an unknown route), to show why the interceptor is
@@ -22,6 +27,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import gc
 import json
 import os
 import shutil
@@ -41,6 +48,18 @@ MESSAGES = [
     {"role": "system", "content": "You are a careful agent in a text game."},
     {"role": "user", "content": "Look around the room and tell me what you see, briefly."},
 ]
+
+
+@contextlib.contextmanager
+def collector_paused():
+    """No garbage collection in this (measuring) process while it times calls: a full one
+    here takes tens of milliseconds and would land on whichever side was being timed."""
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def free_port() -> int:
@@ -124,7 +143,9 @@ async def batch(url: str, *, calls: int, concurrency: int, stream: bool) -> list
             for _ in range(per_worker):
                 times.append(await one_call(client, url, stream))
 
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        # The measuring client's own garbage collections must land in nobody's figures.
+        with collector_paused():
+            await asyncio.gather(*(worker() for _ in range(concurrency)))
         return times
 
 
@@ -148,6 +169,15 @@ def cpu_ms(pid: int) -> float:
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered)) - 1))]
+
+
+# A call is slow when it took this much longer than the direct median: the tail a user feels.
+SLOW_MS = 10.0
+
+
+def share_slow(values: list[float], direct_p50: float) -> float:
+    """The share of calls (0-1) that took more than SLOW_MS longer than the direct median."""
+    return sum(v - direct_p50 > SLOW_MS for v in values) / len(values) if values else 0.0
 
 
 LITELLM_CONFIG = """model_list:
@@ -203,13 +233,15 @@ def scenario(
                 time.sleep(0.2)  # let evalhub's writer thread finish the round's records
                 cpu[name] += cpu_ms(pids[name]) - before
     d50, d99 = pct(times["direct"], 50), pct(times["direct"], 99)
-    out = {"concurrency": concurrency, "stream": stream, "direct_p50": d50, "direct_p99": d99}
+    out = {"concurrency": concurrency, "stream": stream, "direct_p50": d50, "direct_p99": d99,
+           "direct_slow": share_slow(times["direct"], d50)}  # fmt: skip
     for name, values in times.items():
         if name == "direct":
             continue
         out[name] = {
             "p50": pct(values, 50), "p99": pct(values, 99),
             "added_p50": pct(values, 50) - d50, "added_p99": pct(values, 99) - d99,
+            "slow": share_slow(values, d50),
             "cpu_ms_per_call": cpu[name] / len(values) if name in pids else None,
         }  # fmt: skip
     return out
@@ -219,12 +251,14 @@ def print_row(row: dict) -> None:
     name = f"{row['concurrency']} caller{'s' if row['concurrency'] > 1 else ''}, " + (
         "stream" if row["stream"] else "plain"
     )
-    cells = [f"{name:<20}", f"direct {row['direct_p50']:.2f}/{row['direct_p99']:.2f}"]
+    cells = [f"{name:<20}", f"direct {row['direct_p50']:.2f}/{row['direct_p99']:.2f} "
+             f"slow {row['direct_slow']:.1%}"]  # fmt: skip
     for side in ("evalhub", "before", "bare", "bare_httpx", "litellm"):
         if side in row:
             r = row[side]
             cpu = f" cpu {r['cpu_ms_per_call']:.2f}" if r["cpu_ms_per_call"] is not None else ""
-            cells.append(f"{side} +{r['added_p50']:.2f}/+{r['added_p99']:.2f}{cpu}")
+            cells.append(f"{side} +{r['added_p50']:.2f}/+{r['added_p99']:.2f} "
+                         f"slow {r['slow']:.1%}{cpu}")  # fmt: skip
     print("  ".join(cells), flush=True)
 
 
@@ -239,18 +273,22 @@ def main() -> None:
     parser.add_argument("--before", metavar="TREE",
                         help="a checkout of an earlier evalhub (e.g. `git worktree add /tmp/old "
                              "<commit>`): its web process is measured too, as `before`")  # fmt: skip
+    parser.add_argument("--database-url", help="an empty database of your own (PostgreSQL, as in "
+                        "production) instead of a fresh SQLite file")  # fmt: skip
     args = parser.parse_args()
 
     tmp = tempfile.mkdtemp(prefix="evalhub-interceptor-bench-")
     os.environ.update(EVALHUB_DATA_DIR=tmp, DJANGO_SETTINGS_MODULE="evalhub.settings")
     os.environ.pop("DATABASE_URL", None)
+    if args.database_url:
+        os.environ["DATABASE_URL"] = args.database_url
     token = setup_attempt()
 
     fake_port, web_port, bare_port, httpx_port = free_port(), free_port(), free_port(), free_port()
     upstream = f"http://127.0.0.1:{fake_port}/v1"
     uvicorn = [sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--log-level", "warning"]
     fake = subprocess.Popen(
-        [*uvicorn, "--port", str(fake_port), "tests.support.fake_openai:app"], cwd=ROOT
+        [*uvicorn, "--port", str(fake_port), "evalhub.fakeprovider.server:app"], cwd=ROOT
     )
     env = dict(os.environ, OPENAI_BASE_URL=upstream, OPENAI_API_KEY="sk-bench",
                PORT=str(web_port), LOG_LEVEL="ERROR")  # fmt: skip

@@ -71,9 +71,9 @@ def read_whole(base: str, headers: dict, job_id: str) -> tuple[float, int, int]:
     return elapsed, len(data["results"]), len(body)
 
 
-def read_pages(base: str, headers: dict, job_id: str, limit: int) -> tuple[float, int, float]:
-    """(seconds for every page, rows, slowest page's seconds)."""
-    rows, cursor, slowest = 0, None, 0.0
+def read_pages(base: str, headers: dict, job_id: str, limit: int) -> tuple[float, int, list]:
+    """(seconds for every page, rows, each page's seconds)."""
+    rows, cursor, times = 0, None, []
     t = time.perf_counter()
     with httpx.Client(headers=headers, timeout=600) as client:
         while True:
@@ -81,13 +81,18 @@ def read_pages(base: str, headers: dict, job_id: str, limit: int) -> tuple[float
             t_page = time.perf_counter()
             response = client.get(f"{base}/api/eval/jobs/{job_id}/results", params=params)
             response.raise_for_status()
-            slowest = max(slowest, time.perf_counter() - t_page)
+            times.append(time.perf_counter() - t_page)
             page = response.json()
             rows += len(page["results"])
             cursor = page.get("next_cursor")
             if not cursor:
                 break
-    return time.perf_counter() - t, rows, slowest
+    return time.perf_counter() - t, rows, times
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered)) - 1))]
 
 
 def main() -> None:
@@ -139,10 +144,13 @@ def main() -> None:
         print(f"GET results whole: {out['whole_s']:.2f}s, {rows} rows, {size / 2**20:.1f} MiB, "
               f"web peak RSS +{out['whole_growth_mib']:.0f} MiB", flush=True)  # fmt: skip
         base_kib = vm_kib(web.pid, "VmHWM")
-        out["pages_s"], rows, out["slowest_page_s"] = read_pages(base, headers, job_id, args.page)
+        out["pages_s"], rows, pages = read_pages(base, headers, job_id, args.page)
         out["pages_growth_mib"] = (vm_kib(web.pid, "VmHWM") - base_kib) / 1024
+        out["page_p50_s"], out["page_p99_s"] = pct(pages, 50), pct(pages, 99)
+        out["slowest_page_s"] = max(pages)
         print(f"GET results by pages of {args.page}: {out['pages_s']:.2f}s for {rows} rows, "
-              f"slowest page {out['slowest_page_s'] * 1000:.0f} ms", flush=True)  # fmt: skip
+              f"a page p50 {out['page_p50_s'] * 1000:.0f} ms, p99 {out['page_p99_s'] * 1000:.0f}"
+              f" ms, slowest {out['slowest_page_s'] * 1000:.0f} ms", flush=True)  # fmt: skip
     finally:
         web.terminate()
         web.wait(timeout=30)

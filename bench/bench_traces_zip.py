@@ -53,7 +53,8 @@ def create_job(*, owner, seeds: int, calls: int):
     job = EvalJob.objects.create(
         owner=owner, status="completed",
         task_app_url="http://127.0.0.1:9", task_app_api_key_encrypted=crypto.encrypt(TASK_APP_KEY),
-        policy={"model": "gpt-4o-mini"}, num_seeds=seeds, completed_at=now,
+        policy={"model": "gpt-4o-mini"}, num_seeds=seeds, num_samples=seeds,
+        completed_at=now,
     )  # fmt: skip
     batch = 1000
     for start in range(0, seeds, batch):
@@ -206,8 +207,8 @@ def main() -> None:
             )
 
         def forget_zip(members: bool) -> None:
-            from traces.export import traces_zip_storage
             from traces.models import TraceMember
+            from traces.zip.export import traces_zip_storage
 
             job.refresh_from_db()
             traces_zip_storage().delete(job.traces_zip_name)

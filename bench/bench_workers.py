@@ -76,25 +76,44 @@ def setup(backend: str) -> tuple[str, dict[str, str]]:
     return data_dir, extra
 
 
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user and system, every thread) a process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run_job(
-    *, workers: int, task_url: str, seeds: int, max_concurrent: int, worker_cpu: float | None = None
+    *,
+    workers: int,
+    task_url: str,
+    seeds: int,
+    max_concurrent: int,
+    worker_cpu: float | None = None,
+    count_queries: bool = False,
 ) -> dict:
     """`workers` worker processes (each held to `worker_cpu` of a CPU when given) run one
-    job; its figures."""
+    job; its figures, with the workers' CPU per rollout (from job created to job over) and,
+    with `count_queries`, their database statements by kind (bench/counted_worker.py)."""
     from django.contrib.auth import get_user_model
 
     from jobs import services
     from jobs.models import EvalJob, SeedRun
     from tests.support.servers import ChildProcess, wait_until
 
-    # One message per job (no fan-out): the other workers join by themselves (jobs.sharing).
-    env = dict(os.environ, EVALHUB_JOB_FANOUT="1")
-    procs = []
+    # One message per job: the other workers lend a hand by themselves (jobs/worker/runner.py).
+    env = dict(os.environ)
+    procs, counted = [], []
     for n in range(workers):
+        launcher = ["-m", "celery"]
+        if count_queries:
+            counted.append(
+                Path(os.environ["EVALHUB_DATA_DIR"]) / f"queries-{uuid.uuid4().hex}.json"
+            )
+            launcher = [str(ROOT / "bench" / "counted_worker.py"), str(counted[-1])]
         procs.append(ChildProcess(f"bench-worker-{n}", [
-            sys.executable, "-m", "celery", "-A", "evalhub", "worker",
+            sys.executable, *launcher, "-A", "evalhub", "worker",
             "-Q", os.environ["EVALHUB_CELERY_QUEUE"], "-n", f"bench{n}-{uuid.uuid4().hex[:6]}@%h",
-            "--pool", "threads", "--concurrency", "2", "--loglevel", "INFO",
+            "--pool", "threads", "--concurrency", "8", "--loglevel", "INFO",
             "--without-gossip", "--without-mingle", "--without-heartbeat"], env))  # fmt: skip
     cap = CpuCap(worker_cpu) if worker_cpu else None
     groups = [cap.cap(proc.proc.pid) for proc in procs] if cap else []
@@ -106,6 +125,7 @@ def run_job(
         owner, _ = get_user_model().objects.get_or_create(username="bench")
         spec = services.JobSpec(task_app_url=task_url, seeds=list(range(seeds)),
                                 max_concurrent=max_concurrent, timeout=60)  # fmt: skip
+        cpu_before = sum(cpu_s(proc.proc.pid) for proc in procs)
         created = time.perf_counter()
         job = services.job_create(owner=owner, spec=spec)
 
@@ -115,6 +135,10 @@ def run_job(
 
         job = wait_until(over, timeout=3600, interval=0.1, what="the job to end")
         wall = time.perf_counter() - created
+        cpu = sum(cpu_s(proc.proc.pid) for proc in procs) - cpu_before
+        if counted:
+            time.sleep(0.6)  # the counts are written twice a second
+        queries = _queries(counted, seeds)
         # As a job ends a worker builds its traces zip: waited for here, so that it does not
         # run beside the next measurement.
         wait_until(lambda: EvalJob.objects.filter(pk=job.pk).exclude(traces_zip_name="").exists(),
@@ -131,7 +155,26 @@ def run_job(
     return {"workers": workers, "status": job.status, "succeeded": succeeded, "seeds": seeds,
             "wall_s": wall, "run_s": run_s, "rollouts_per_s": succeeded / run_s,
             "zip_after_s": zip_s, "worker_cpu": worker_cpu,
+            "cpu_ms_per_rollout": cpu * 1000 / seeds, "queries": queries,
             "throttled": sum(throttled) / len(throttled) if throttled else None}  # fmt: skip
+
+
+def _queries(paths: list[Path], seeds: int) -> dict[str, float] | None:
+    """Statements per rollout by kind, over the workers' counts (bench/counted_worker.py)."""
+    if not paths:
+        return None
+    total: dict[str, int] = {}
+    for path in paths:
+        for name, n in json.loads(path.read_text()).items():
+            total[name] = total.get(name, 0) + n
+    return {name: n / seeds for name, n in sorted(total.items(), key=lambda kv: -kv[1])}
+
+
+def _queries_print(queries: dict[str, float] | None) -> None:
+    if queries:
+        statements = sum(n for name, n in queries.items() if name != "COMMIT")
+        print(f"  statements per rollout {statements:.2f}, commits {queries.get('COMMIT', 0):.2f}: "
+              + ", ".join(f"{name} {n:.3f}" for name, n in queries.items()), flush=True)  # fmt: skip
 
 
 def direct_in_child(task_url: str, *, seeds: int, concurrency: int) -> float:
@@ -153,7 +196,7 @@ async def direct(task_url: str, *, seeds: int, concurrency: int) -> float:
     """The floor: the same rollouts posted straight at the task app by aiohttp's client (one
     httpx client with a pool this large is slower than the task app: httpcore scans its whole
     pool on each request); wall seconds."""
-    from jobs import taskapp
+    from jobs.worker import taskapp
 
     gate = asyncio.Semaphore(concurrency)
     connector = aiohttp.TCPConnector(limit=concurrency)
@@ -199,6 +242,8 @@ def main() -> int:
     parser.add_argument("--worker-cpu", type=float,
                         help="also run each worker count with every worker held to this "
                              "fraction of a CPU (a cgroup each; needs root)")  # fmt: skip
+    parser.add_argument("--count-queries", action="store_true",
+                        help="count the workers' database statements per rollout, by kind")  # fmt: skip
     parser.add_argument("--json", help="write the figures to this file")
     args = parser.parse_args()
     if args.worker_cpu and cpucap.why_not():
@@ -215,18 +260,22 @@ def main() -> int:
         with serve_asgi(app) as task_url:
             for workers in args.workers:
                 run = run_job(workers=workers, task_url=task_url, seeds=args.seeds,
-                              max_concurrent=args.max_concurrent)  # fmt: skip
+                              max_concurrent=args.max_concurrent,
+                              count_queries=args.count_queries)  # fmt: skip
                 print(f"{workers} worker(s): {run['succeeded']}/{args.seeds} succeeded, "
-                      f"run {run['run_s']:.2f}s, {run['rollouts_per_s']:.1f} rollouts/s; "
+                      f"run {run['run_s']:.2f}s, {run['rollouts_per_s']:.1f} rollouts/s, "
+                      f"{run['cpu_ms_per_rollout']:.2f} ms worker CPU per rollout; "
                       f"traces zip stored {run['zip_after_s']:.1f}s after the job ended",
                       flush=True)  # fmt: skip
+                _queries_print(run["queries"])
                 out["runs"].append(run)
             for workers in args.workers if args.worker_cpu else ():
                 run = run_job(workers=workers, task_url=task_url, seeds=args.seeds,
                               max_concurrent=args.max_concurrent, worker_cpu=args.worker_cpu)  # fmt: skip
                 print(f"{workers} worker(s) at {args.worker_cpu} CPU each: {run['succeeded']}/"
                       f"{args.seeds} succeeded, run {run['run_s']:.2f}s, "
-                      f"{run['rollouts_per_s']:.1f} rollouts/s; throttled in "
+                      f"{run['rollouts_per_s']:.1f} rollouts/s, {run['cpu_ms_per_rollout']:.2f} ms "
+                      f"worker CPU per rollout; throttled in "
                       f"{run['throttled']:.0%} of periods", flush=True)  # fmt: skip
                 out.setdefault("capped", []).append(run)
         if args.wall_delay > 0:
@@ -234,12 +283,16 @@ def main() -> int:
             with serve_asgi(app) as task_url:
                 floor = direct_in_child(task_url, seeds=args.seeds, concurrency=args.max_concurrent)
                 via = run_job(workers=1, task_url=task_url, seeds=args.seeds,
-                              max_concurrent=args.max_concurrent)  # fmt: skip
+                              max_concurrent=args.max_concurrent,
+                              count_queries=args.count_queries)  # fmt: skip
             out["wall"] = {"delay_s": args.wall_delay, "seeds": args.seeds,
                            "concurrency": args.max_concurrent, "direct_s": floor,
-                           "evalhub_wall_s": via["wall_s"], "evalhub_run_s": via["run_s"]}  # fmt: skip
+                           "evalhub_wall_s": via["wall_s"], "evalhub_run_s": via["run_s"],
+                           "cpu_ms_per_rollout": via["cpu_ms_per_rollout"]}  # fmt: skip
             print(f"direct {floor:.2f}s vs evalhub {via['wall_s']:.2f}s (created -> completed), "
-                  f"{args.seeds} seeds at {args.wall_delay}s, concurrency {args.max_concurrent}")  # fmt: skip
+                  f"{args.seeds} seeds at {args.wall_delay}s, concurrency {args.max_concurrent}; "
+                  f"{via['cpu_ms_per_rollout']:.2f} ms worker CPU per rollout")  # fmt: skip
+            _queries_print(via["queries"])
     finally:
         from django.db import connections
 

@@ -5,7 +5,7 @@ fewer cores than workers (the 2-core development machine runs four workers, Post
 and the task app), the workers' figures measure the cores, not evalhub. Capping each worker at
 the same slice of a CPU (`cpu.max` on cgroup v2, `cpu.cfs_quota_us` on v1) makes every worker a
 small machine of its own: N capped workers over one capped worker is the scale-out that evalhub's
-claims, leases and sharing allow, as long as the capped workers together leave the machine room.
+claims and leases allow, as long as the capped workers together leave the machine room.
 The period is 10 ms, not the kernel's default 100 ms: a worker that used its slice waits at most
 the rest of 10 ms, as on a slower core, instead of most of 100 ms with its database answers
 and rollouts waiting.

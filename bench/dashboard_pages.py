@@ -49,7 +49,7 @@ def main() -> None:
     ended = now - timedelta(hours=1)  # a job that ended a while ago: its rows are final
     job = EvalJob.objects.create(
         owner=user, task_app_url="http://127.0.0.1:9", status="completed", num_seeds=args.seeds,
-        policy={"model": "gpt-4o-mini"}, started_at=ended, completed_at=ended,
+        num_samples=args.seeds, policy={"model": "gpt-4o-mini"}, started_at=ended, completed_at=ended,
     )  # fmt: skip
     SeedRun.objects.bulk_create(
         SeedRun(job=job, seed=i, status="succeeded", score=(i % 10) / 10, latency_ms=1000 + i,

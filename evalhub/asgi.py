@@ -8,6 +8,7 @@ django_application = get_asgi_application()
 
 # The LLM interceptor is a lean ASGI app beside Django, in the same process: it is on the hot
 # path of every LLM call and skips Django's request machinery (see traces/interceptor/).
+from evalhub.heap import startup_heap_freeze  # noqa: E402
 from traces.interceptor import interceptor  # noqa: E402 - needs Django set up
 from traces.tokens import INTERCEPTOR_PATH  # noqa: E402
 
@@ -26,6 +27,7 @@ async def _lifespan(receive, send):
         message = await receive()
         if message["type"] == "lifespan.startup":
             interceptor.startup()
+            startup_heap_freeze()  # the heap built so far, out of the collector's way
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
             await interceptor.aclose()

@@ -2,7 +2,7 @@
 
 It starts what `make run` starts (the web process and a worker, on the embedded default) plus,
 in this process, the example task app (examples/weather_task_app.py) and, unless
-OPENAI_API_KEY is set, a local fake OpenAI-compatible provider (tests/support/fake_openai.py).
+OPENAI_API_KEY is set, a local fake OpenAI-compatible provider (evalhub/fakeprovider).
 Then it makes the dashboard account `demo` with a fresh printed password and an API key
 (`manage.py createapikey demo --password-stdin`), submits a job of a few dozen seeds through
 the API (some seeds fail, some are retried: `env_config.demo_faults`), prints where to look, and
@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import os
 import secrets
-import signal
 import socket
 import subprocess
 import sys
@@ -27,8 +26,9 @@ import httpx
 import uvicorn
 
 from evalhub import runall
+from evalhub.fakeprovider import FakeOpenAI
+from evalhub.ports import port_problem
 from examples.weather_task_app import app as example_task_app
-from tests.support.fake_openai import FakeOpenAI
 
 ROOT = Path(__file__).resolve().parents[1]
 USERNAME = "demo"
@@ -45,15 +45,23 @@ def serve_in_thread(app, port: int) -> uvicorn.Server:
     return server
 
 
-def _wait(predicate, timeout: float, what: str, tick=None):
+def _wait(predicate, timeout: float, what: str, alive=None):
+    """`predicate()`'s value once it is truthy; None as soon as `alive()` is false (Ctrl-C, or a
+    process that cannot start); after `timeout` seconds a SystemExit saying what was awaited."""
     deadline = time.monotonic() + timeout
     while not (value := predicate()):
+        if alive is not None and not alive():
+            return None
         if time.monotonic() > deadline:
             raise SystemExit(f"demo: timed out waiting for {what}")
-        if tick:
-            tick()
         time.sleep(0.2)
     return value
+
+
+def running(supervisor: runall.Supervisor) -> bool:
+    """One look at the children (restarting one that exited); false once the demo stops."""
+    supervisor.check()
+    return not supervisor.stopping
 
 
 def free_port() -> int:
@@ -130,11 +138,10 @@ def banner(url: str, password: str, key: str, job_id: str, provider: str) -> str
     )
 
 
-def follow(client: httpx.Client, job_id: str, supervisor: runall.Supervisor) -> dict:
-    """Print the job's progress until it ends; returns its last status."""
+def follow(client: httpx.Client, job_id: str, supervisor: runall.Supervisor) -> dict | None:
+    """Print the job's progress until it ends; returns its last status (None: stopped)."""
     shown = None
-    while True:
-        supervisor.check()
+    while running(supervisor):
         status = client.get(f"/api/eval/jobs/{job_id}").json()
         progress = status.get("results") or {}
         line = f"demo job {status['status']}: {progress.get('completed', 0)}/{progress.get('total', '?')} seeds done"
@@ -144,11 +151,16 @@ def follow(client: httpx.Client, job_id: str, supervisor: runall.Supervisor) -> 
         if status["status"] in TERMINAL:
             return status
         time.sleep(1)
+    return None
 
 
 def run(args: argparse.Namespace) -> int:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     view = settings_view(env)
+    how = f"PORT (e.g. PORT={view.PORT + 1} make demo)"
+    if problem := port_problem(view.HOST, view.PORT, how=how):
+        print(f"demo: {problem}", file=sys.stderr, flush=True)
+        return 2
     url = env.setdefault("EVALHUB_PUBLIC_URL", f"http://127.0.0.1:{view.PORT}")
     provider = (
         "OpenAI (OPENAI_API_KEY is set)" if env.get("OPENAI_API_KEY") else "a local fake provider"
@@ -161,23 +173,23 @@ def run(args: argparse.Namespace) -> int:
     supervisor = runall.Supervisor(
         runall.commands(view), start=lambda argv: start_child(argv, env, worker_log)
     )
-    stop = threading.Event()
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    supervisor.signals_handled()
     try:
         client = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=30)
-        _wait(lambda: _healthy(client), 90, "the web process", tick=supervisor.check)
+        if not _wait(lambda: _healthy(client), 90, "the web process", lambda: running(supervisor)):
+            return supervisor.exit_code
         created = client.post("/api/eval/jobs", json=job_body(env["DEMO_TASK_APP_URL"], args.seeds))
         created.raise_for_status()
         job_id = created.json()["job_id"]
         print(banner(url, password, key, job_id, provider), flush=True)
         status = follow(client, job_id, supervisor)
+        if status is None:
+            return supervisor.exit_code
         summary = client.get(f"/api/eval/jobs/{job_id}/results").json().get("summary", {})
         print(finished(status["status"], summary), flush=True)
         print(f"demo ready: {url}/jobs/{job_id}/  (user {USERNAME!r}, password {password})")
         print(f"The worker's log: {worker_log}. Ctrl-C stops everything.", flush=True)
-        while not (args.exit_when_done or stop.is_set() or supervisor.stopping):
-            supervisor.check()
+        while not args.exit_when_done and running(supervisor):
             time.sleep(0.2)
     finally:
         code = supervisor.stop_all()

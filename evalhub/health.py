@@ -4,6 +4,8 @@
 from its consumer loop, so a worker process that is alive but no longer consumes is not
 counted. Every check is bounded (well under a second), so the answer comes quickly even when
 the broker is down. 200 when everything answers and at least one worker consumes, else 503.
+Each worker's line carries what its process reports with its heartbeat: `otel`, the spans it
+exported, dropped and holds (traces.otel.export, docs/observability.md).
 """
 
 from __future__ import annotations
@@ -48,28 +50,37 @@ def _broker() -> str | None:
         return f"{type(exc).__name__}: {exc}"
 
 
-def _workers() -> tuple[str | None, list[dict]]:
+def _workers() -> tuple[str | None, list[dict], list[dict]]:
+    """An error or None, the consuming workers, the draining ones (alive, finishing their
+    runners' slices after losing their consumer: evalhub.celery.Drain)."""
     if not heartbeats.supported():  # AMQP: workers write no heartbeat there
-        return None, []
+        return None, [], []
     try:
         live = heartbeats.live_workers()
     except Exception as exc:
-        return f"{type(exc).__name__}: {exc}", []
-    if not live:
-        return f"no worker consumed in the last {heartbeats.HEARTBEAT_TTL_S:g}s", []
-    return None, live
+        return f"{type(exc).__name__}: {exc}", [], []
+    consuming = [w for w in live if not w["draining"]]
+    draining = [w for w in live if w["draining"]]
+    if not consuming:
+        return f"no worker consumed in the last {heartbeats.HEARTBEAT_TTL_S:g}s", [], draining
+    return None, consuming, draining
 
 
 def healthz(request):
     checks = {"database": _database(), "broker": _broker()}
     if checks["broker"] is None:
-        checks["workers"], live = _workers()
+        checks["workers"], live, draining = _workers()
     else:
-        checks["workers"], live = "unknown: the broker does not answer", []
+        checks["workers"], live, draining = "unknown: the broker does not answer", [], []
     ok = all(v is None for v in checks.values())
     body = {
         "status": "ok" if ok else "unavailable",
         "checks": {name: ("ok" if err is None else err) for name, err in checks.items()},
         "workers": live,
+        "draining": draining,
     }
-    return JsonResponse(body, status=200 if ok else 503)
+    response = JsonResponse(body, status=200 if ok else 503)
+    # A 503 here answers a probe (a server starting, a broker down), it is no server error: not
+    # logged at ERROR by Django for every probe (three lines at each `make demo` start).
+    response._has_been_logged = True
+    return response

@@ -13,6 +13,7 @@ import json
 import os
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import redis
@@ -25,7 +26,7 @@ HEARTBEAT_TTL_S = 10.0
 REDIS_TIMEOUT_S = 0.5
 
 
-def _redis_url() -> str | None:
+def redis_url() -> str | None:
     url = settings.CELERY_BROKER_URL
     return url if url.startswith(("redis://", "rediss://")) else None
 
@@ -34,13 +35,20 @@ def _prefix() -> str:
     return f"evalhub:heartbeat:{settings.CELERY_TASK_DEFAULT_QUEUE}:"
 
 
+def _since_key() -> str:
+    """When the heartbeats in Redis began (set by the first beat into an empty Redis): a Redis
+    restarted without persistence forgets every heartbeat at once, and nobody may be taken for
+    dead until the workers have had the time to beat again."""
+    return f"evalhub:heartbeats-since:{settings.CELERY_TASK_DEFAULT_QUEUE}"
+
+
 def _folder() -> Path:
     return settings.DATA_DIR / "broker" / "heartbeats"
 
 
 def supported() -> bool:
     """Heartbeats are kept with a Redis broker and with the file-system one."""
-    return _redis_url() is not None or settings.CELERY_BROKER_URL == "filesystem://"
+    return redis_url() is not None or settings.CELERY_BROKER_URL == "filesystem://"
 
 
 def redis_client(url: str) -> redis.Redis:
@@ -52,21 +60,38 @@ def redis_client(url: str) -> redis.Redis:
     )
 
 
+# What else a worker process reports with its heartbeat, by name (e.g. traces.otel.export's
+# span counts): each is called at every beat and must be cheap and never raise.
+_reporters: dict[str, Callable[[], dict]] = {}
+
+
+def reporter(name: str, report: Callable[[], dict]) -> None:
+    """Report `report()` under `name` in this process's heartbeats (and so on /healthz)."""
+    _reporters[name] = report
+
+
 class HeartbeatWriter:
     """One per worker process; `beat()` is cheap and never raises."""
 
     def __init__(self, worker: str):
         self.worker = worker
-        self.url = _redis_url()
+        self.url = redis_url()
         self.client = redis_client(self.url) if self.url else None
         self.last_ok: float | None = None
+        # No longer consuming, its runners finishing their slices (evalhub.celery.Drain).
+        self.draining = False
 
     def beat(self) -> bool:
+        extra = {name: report() for name, report in _reporters.items()}
         record = json.dumps({"worker": self.worker, "host": socket.gethostname(),
-                             "pid": os.getpid(), "at": time.time()})  # fmt: skip
+                             "pid": os.getpid(), "at": time.time(),
+                             "draining": self.draining, **extra})  # fmt: skip
         try:
             if self.client is not None:
-                self.client.set(_prefix() + self.worker, record, px=int(HEARTBEAT_TTL_S * 1000))
+                pipe = self.client.pipeline(transaction=False)
+                pipe.set(_prefix() + self.worker, record, px=int(HEARTBEAT_TTL_S * 1000))
+                pipe.set(_since_key(), time.time(), nx=True)
+                pipe.execute()
             elif settings.CELERY_BROKER_URL == "filesystem://":
                 folder = _folder()
                 folder.mkdir(parents=True, exist_ok=True)
@@ -86,13 +111,18 @@ class HeartbeatWriter:
             pass
 
 
+# A heartbeat's own fields; any other is what a `reporter` added.
+_OWN_FIELDS = ("worker", "host", "pid", "at", "draining")
+
+
 def live_workers() -> list[dict]:
-    """The workers that consumed within HEARTBEAT_TTL_S: `worker` (its node name), `host`,
-    `pid`, `seen_s_ago`.
+    """The workers seen within HEARTBEAT_TTL_S: `worker` (its node name), `host`, `pid`,
+    `seen_s_ago`, `draining` (alive, no longer consuming, its runners finishing), and what its
+    process reports beside (e.g. `otel`).
     Raises when the heartbeats cannot be read (the broker is down)."""
     now = time.time()
     records: list[dict] = []
-    url = _redis_url()
+    url = redis_url()
     if url:
         client = redis_client(url)
         try:
@@ -113,11 +143,41 @@ def live_workers() -> list[dict]:
             "host": r.get("host", ""),
             "pid": r["pid"],
             "seen_s_ago": round(max(0.0, now - r["at"]), 1),
+            "draining": bool(r.get("draining")),
+            **{name: value for name, value in r.items() if name not in _OWN_FIELDS},
         }  # fmt: skip
         for r in records
         if now - r["at"] <= HEARTBEAT_TTL_S
     ]
     return sorted(live, key=lambda r: r["worker"])
+
+
+def live_processes(*, within_s: float) -> set[str] | None:
+    """The worker processes ("host:pid") seen within `within_s`, consuming or draining (their
+    runners hold leases still); None when that cannot be known (no heartbeats on this broker, or they cannot be read): then nobody may
+    be taken for dead."""
+    if not supported():
+        return None
+    try:
+        if not _kept_for(within_s):
+            return None
+        live = live_workers()
+    except Exception:  # the broker is down: not a sign that any worker is
+        return None
+    return {f"{w['host']}:{w['pid']}" for w in live if w["seen_s_ago"] <= within_s}
+
+
+def _kept_for(seconds: float) -> bool:
+    """Whether the heartbeats have been kept for `seconds` (always, in files)."""
+    url = redis_url()
+    if not url:
+        return True
+    client = redis_client(url)
+    try:
+        since = client.get(_since_key())
+    finally:
+        client.close()
+    return since is not None and time.time() - float(since) >= seconds
 
 
 def worker_id(hostname: str | None = None) -> str:

@@ -1,5 +1,5 @@
 """The interceptor's upstream providers, read from OPENAI_BASE_URL/OPENAI_API_KEY and
-EVALHUB_PROVIDERS (the README's interceptor section documents every field).
+EVALHUB_PROVIDERS (docs/interceptor.md documents every field).
 
 `EVALHUB_PROVIDERS` is a JSON object of providers by name, plus one reserved key, `aliases`:
 
@@ -110,3 +110,26 @@ def _aliases(aliases: Any, upstreams: dict[str, dict]) -> dict[str, dict]:
             raise ImproperlyConfigured(f"{where}.provider names no provider: {provider!r}")
         out[alias] = {"provider": provider, "model": target["model"]}
     return out
+
+
+def providers_usable(upstreams: dict[str, dict]) -> bool:
+    """Whether any provider can answer: one with a key, or one of EVALHUB_PROVIDERS (a local
+    server such as vLLM may need none). Without, every LLM call of every job fails."""
+    return any(u["api_key"] or u["name"] != "openai" for u in upstreams.values())
+
+
+def model_prices_from(prices: Any) -> dict[str, dict[str, float]]:
+    """EVALHUB_MODEL_PRICES checked: per model, USD per million tokens that win over
+    genai-prices."""
+    if not isinstance(prices, dict) or not all(
+        isinstance(p, dict)
+        and "input_per_mtok" in p
+        and "output_per_mtok" in p
+        and all(isinstance(v, int | float) for v in p.values())
+        for p in prices.values()
+    ):
+        raise ImproperlyConfigured(
+            "EVALHUB_MODEL_PRICES must be a JSON object of "
+            '{"model": {"input_per_mtok": n, "output_per_mtok": n, "cache_read_per_mtok": n}}'
+        )
+    return prices

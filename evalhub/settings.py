@@ -2,11 +2,12 @@
 
 With no environment at all, evalhub runs embedded: SQLite and a file-system Celery broker in
 `EVALHUB_DATA_DIR`, trace files on local disk. Production differs only by variables
-(`DATABASE_URL`, `REDIS_URL`/`CELERY_BROKER_URL`, `EVALHUB_S3_BUCKET`, ...). The README lists them all.
+(`DATABASE_URL`, `REDIS_URL`/`CELERY_BROKER_URL`, `EVALHUB_S3_BUCKET`, ...). docs/configuration.md lists them all.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import secrets
 from pathlib import Path
@@ -15,12 +16,17 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from evalhub.env import envbool, envfloat, envint, envjson, envstr, envurl
-from evalhub.providers import upstreams_from
+from evalhub.logconfig import logging_config
+from evalhub.providers import model_prices_from, upstreams_from
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(envstr("EVALHUB_DATA_DIR", str(BASE_DIR / "var"))).resolve()
 # Folders the embedded default needs; evalhub.apps makes them when Django starts.
 EVALHUB_DATA_FOLDERS = [DATA_DIR]
+try:  # the installed package's version (pyproject.toml), shown by /api/docs
+    EVALHUB_VERSION = importlib.metadata.version("evalhub")
+except importlib.metadata.PackageNotFoundError:  # a checkout run without installing it
+    EVALHUB_VERSION = "dev"
 
 
 def _secret_key() -> str:
@@ -53,6 +59,10 @@ EVALHUB_WORKER_CONCURRENCY = envint("EVALHUB_WORKER_CONCURRENCY", 8, minimum=1)
 EVALHUB_WEB_CONCURRENCY = envint(
     "EVALHUB_WEB_CONCURRENCY", os.cpu_count() or 1, minimum=1, maximum=256
 )
+# Read deadlines of the web server (evalhub/webserver.py): a request's head must arrive whole
+# within EVALHUB_HEADERS_TIMEOUT_S, and its body may pause at most EVALHUB_BODY_TIMEOUT_S.
+EVALHUB_HEADERS_TIMEOUT_S = envfloat("EVALHUB_HEADERS_TIMEOUT_S", 10.0, minimum=0.1)
+EVALHUB_BODY_TIMEOUT_S = envfloat("EVALHUB_BODY_TIMEOUT_S", 30.0, minimum=0.1)
 EVALHUB_PUBLIC_URL = envurl("EVALHUB_PUBLIC_URL", f"http://127.0.0.1:{PORT}")
 ALLOWED_HOSTS = [h.strip() for h in envstr("ALLOWED_HOSTS", "*").split(",") if h.strip()]
 CSRF_TRUSTED_ORIGINS = [
@@ -77,7 +87,9 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "evalhub.middleware.DatabaseUnavailableMiddleware",
     "evalhub.middleware.RequestSizeLimitMiddleware",
+    "evalhub.middleware.NulRefusalMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -133,6 +145,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 _broker_dir = DATA_DIR / "broker"
 CELERY_BROKER_URL = envstr("CELERY_BROKER_URL") or envstr("REDIS_URL") or "filesystem://"
 if CELERY_BROKER_URL == "filesystem://":
+    CELERY_BROKER_TRANSPORT = "evalhub.filebroker:Transport"  # messages written whole
     EVALHUB_DATA_FOLDERS += [_broker_dir / sub for sub in ("queue", "processed", "control")]
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_broker_dir / "queue"),
@@ -152,8 +165,6 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-# Each worker also consumes a queue of its own: runners invite a given worker there (jobs.sharing).
-CELERY_WORKER_DIRECT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_TASK_ALWAYS_EAGER = False
@@ -201,6 +212,9 @@ EVALHUB_MAX_CONCURRENT = envint("EVALHUB_MAX_CONCURRENT", 1000, minimum=1)
 EVALHUB_MAX_TIMEOUT_S = envfloat("EVALHUB_MAX_TIMEOUT_S", 24 * 3600.0, minimum=1.0)
 EVALHUB_MAX_REQUEST_BYTES = envint("EVALHUB_MAX_REQUEST_BYTES", 10 * 1024 * 1024, minimum=1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = EVALHUB_MAX_REQUEST_BYTES
+# The largest `metadata` of a job, serialized as compact UTF-8 JSON: it is kept whole in the
+# job's status; the jobs list leaves it out.
+EVALHUB_MAX_METADATA_BYTES = envint("EVALHUB_MAX_METADATA_BYTES", 64 * 1024, minimum=2)
 # The largest task-app answer to POST /rollout a worker reads; a larger one fails its seed.
 EVALHUB_MAX_ROLLOUT_RESPONSE_BYTES = envint(
     "EVALHUB_MAX_ROLLOUT_RESPONSE_BYTES", 16 * 1024 * 1024, minimum=1024
@@ -224,15 +238,30 @@ EVALHUB_ROLLOUT_BACKOFF_MAX_S = envfloat("EVALHUB_ROLLOUT_BACKOFF_MAX_S", 60.0, 
 EVALHUB_TASK_APP_CONNECT_TIMEOUT_S = envfloat(
     "EVALHUB_TASK_APP_CONNECT_TIMEOUT_S", 10.0, minimum=0.1
 )
-# Most rollouts one job task holds in flight in one worker process (the job's max_concurrent
-# bounds the total over all workers).
-EVALHUB_RUNNER_MAX_INFLIGHT = envint("EVALHUB_RUNNER_MAX_INFLIGHT", 1000, minimum=1)
-# How many job tasks a new job gets: with more than one, several worker processes (or
-# machines) run its rollouts side by side, still within its max_concurrent. Useful when jobs
-# ask for more rollouts in flight than EVALHUB_RUNNER_MAX_INFLIGHT lets one process hold.
-EVALHUB_JOB_FANOUT = envint("EVALHUB_JOB_FANOUT", 1, minimum=1, maximum=64)
+# Most rollouts and judgements one runner holds in flight; a job whose max_concurrent is larger
+# spreads over several runners, on any worker (jobs/worker/runner.py).
+EVALHUB_RUNNER_MAX_INFLIGHT = envint("EVALHUB_RUNNER_MAX_INFLIGHT", 64, minimum=1)
+# The bytes a worker process gives to task-app answers in flight, from the moment one is read
+# until its result is written (jobs/worker/answer_budget.py): a big answer waits for its share,
+# its socket unread, so max_concurrent times the answer size never lands in one worker at once.
+EVALHUB_WORKER_ANSWER_BUDGET_BYTES = envint(
+    "EVALHUB_WORKER_ANSWER_BUDGET_BYTES", 256 * 1024 * 1024, minimum=1024 * 1024
+)
+# How long a runner claims work for a job before, if other messages wait, it hands the job's
+# message back and drains: jobs on busy workers take turns about this often (docs/workers.md).
+EVALHUB_RUNNER_SLICE_S = envfloat("EVALHUB_RUNNER_SLICE_S", 30.0, minimum=0.1)
+# How long a runner waits for the database to come back (a restart, a failover) before it
+# gives up its slice; its rollouts in flight go on meanwhile.
+EVALHUB_DB_OUTAGE_S = envfloat("EVALHUB_DB_OUTAGE_S", 60.0, minimum=0.0)
 # How often Celery beat looks for jobs nobody works on (a killed worker, a lost message).
-EVALHUB_REDISPATCH_INTERVAL_S = envfloat("EVALHUB_REDISPATCH_INTERVAL_S", 15.0, minimum=0.2)
+EVALHUB_REDISPATCH_INTERVAL_S = envfloat("EVALHUB_REDISPATCH_INTERVAL_S", 2.0, minimum=0.2)
+# A worker whose heartbeats (every 2 s) stopped this long ago is taken for dead: the leases it
+# held end at the next redispatch, and its rollouts are run again at once (jobs.tasks).
+EVALHUB_WORKER_LOST_S = envfloat("EVALHUB_WORKER_LOST_S", 5.0, minimum=2.5)
+# A worker that lost its consumer (a broker restart) stops taking messages but lets its runners
+# finish their slices (they need only the database), beating meanwhile, for at most this long;
+# then it exits for its supervisor to start it again (evalhub/celery.py).
+EVALHUB_WORKER_DRAIN_S = envfloat("EVALHUB_WORKER_DRAIN_S", 120.0, minimum=0.0)
 CELERY_BEAT_SCHEDULE = {
     "evalhub-jobs-redispatch": {
         "task": "jobs.jobs_redispatch",
@@ -256,21 +285,36 @@ LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/login/"
 
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["jobs.authentication.ApiKeyAuthentication"],
+    "DEFAULT_AUTHENTICATION_CLASSES": ["jobs.api.authentication.ApiKeyAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["jobs.fields.BoundedJSONParser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "jobs.api.exception_handler",
+    "EXCEPTION_HANDLER": "jobs.api.jobs.exception_handler",
     "UNAUTHENTICATED_USER": None,
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "evalhub API",
-    "DESCRIPTION": "Eval jobs for LLM agents: submit, watch, read results, download traces.",
-    "VERSION": "1",
+    "DESCRIPTION": (
+        "Eval jobs for LLM agents: submit a job (a task app and seeds), follow its events, read "
+        "its results and download its traces. Every call takes `Authorization: Bearer <API "
+        "key>` (make one on the dashboard's API keys page). A guide: docs/api.md."
+    ),
+    "VERSION": EVALHUB_VERSION,
     "SERVE_INCLUDE_SCHEMA": False,
     # ReDoc from drf-spectacular-sidecar's static files, not a CDN: /api/docs works offline.
     "REDOC_DIST": "SIDECAR",
+    "PREPROCESSING_HOOKS": ["jobs.api.schema.api_paths_only"],
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "jobs.api.schema.schema_completed",  # the event stream, the groups described
+    ],
+    "ENUM_NAME_OVERRIDES": {
+        "JobStatusEnum": "jobs.models.JobStatus",
+        "SeedStatusEnum": "jobs.models.SeedStatus",
+        "EventTypeEnum": "jobs.events.EventType",
+        "TaskAppKindEnum": "jobs.kinds.KINDS",
+    },
 }
 
 # --- Misc -------------------------------------------------------------------------------------
@@ -282,22 +326,9 @@ STATIC_URL = "static/"
 STATIC_ROOT = DATA_DIR / "static"
 EVALHUB_DATA_FOLDERS.append(STATIC_ROOT)
 LOG_LEVEL = envstr("LOG_LEVEL", "INFO").upper()
-if LOG_LEVEL not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
-    raise ImproperlyConfigured(f"LOG_LEVEL={LOG_LEVEL!r}: use DEBUG, INFO, WARNING or ERROR")
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    # Every line goes through the one redactor: no provider key or interceptor token in logs.
-    "filters": {"redact": {"()": "traces.redaction.RedactingFilter"}},
-    "handlers": {
-        "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact"]}
-    },
-    "root": {"handlers": ["console"], "level": LOG_LEVEL},
-    "loggers": {"httpx": {"level": "WARNING"}, "httpcore": {"level": "WARNING"}},
-}
+LOGGING = logging_config(LOG_LEVEL)
 
-# Extra provider settings read by the interceptor (see README).
+# Extra provider settings read by the interceptor (docs/interceptor.md).
 EVALHUB_PROVIDERS = envjson("EVALHUB_PROVIDERS", {})
 
 # --- Dashboard ----------------------------------------------------------------------------------
@@ -305,29 +336,19 @@ EVALHUB_PROVIDERS = envjson("EVALHUB_PROVIDERS", {})
 # that never ran collectstatic (a fresh checkout, the tests' web server) still has them.
 WHITENOISE_USE_FINDERS = True
 
-# --- The LLM interceptor (see the README's interceptor section) -------------------------------
+# --- The LLM interceptor (docs/interceptor.md) -----------------------------------------------
 # Upstreams by provider name (`openai` from OPENAI_BASE_URL/OPENAI_API_KEY, the rest from
 # EVALHUB_PROVIDERS: kind, keys, retries, rpm/tpm, fallback) and model aliases.
 EVALHUB_UPSTREAMS, EVALHUB_MODEL_ALIASES = upstreams_from(
     EVALHUB_PROVIDERS, openai_base_url=OPENAI_BASE_URL, openai_api_key=OPENAI_API_KEY
 )
 # Per-model prices (USD per million tokens) that win over genai-prices, e.g. for own models.
-EVALHUB_MODEL_PRICES = envjson("EVALHUB_MODEL_PRICES", {})
-if not isinstance(EVALHUB_MODEL_PRICES, dict) or not all(
-    isinstance(p, dict)
-    and "input_per_mtok" in p
-    and "output_per_mtok" in p
-    and all(isinstance(v, int | float) for v in p.values())
-    for p in EVALHUB_MODEL_PRICES.values()
-):
-    raise ImproperlyConfigured(
-        "EVALHUB_MODEL_PRICES must be a JSON object of "
-        '{"model": {"input_per_mtok": n, "output_per_mtok": n, "cache_read_per_mtok": n}}'
-    )
+EVALHUB_MODEL_PRICES = model_prices_from(envjson("EVALHUB_MODEL_PRICES", {}))
 # A token keeps working this long after its attempt ended (0: refused at once).
 EVALHUB_INTERCEPTOR_GRACE_S = envfloat("EVALHUB_INTERCEPTOR_GRACE_S", 0.0, minimum=0.0)
 # How often each web process asks which of the attempts it serves have ended (one query for
-# all of them): an ended attempt's URL is refused (410) at most this long after it ended.
+# all of them): the safety net of the ends workers push (evalhub.revocations), so an end the
+# push missed is refused (410) at most this long after it ended.
 EVALHUB_INTERCEPTOR_REVOCATION_POLL_S = envfloat(
     "EVALHUB_INTERCEPTOR_REVOCATION_POLL_S", 0.5, minimum=0.05
 )
@@ -348,3 +369,29 @@ EVALHUB_INTERCEPTOR_READ_TIMEOUT_S = envfloat(
     "EVALHUB_INTERCEPTOR_READ_TIMEOUT_S", 600.0, minimum=0.1
 )
 EVALHUB_INTERCEPTOR_MAX_CONNECTIONS = envint("EVALHUB_INTERCEPTOR_MAX_CONNECTIONS", 1000, minimum=1)
+# A call's row still in flight this long after it started was lost with its web process: beat
+# marks it lost, usage unknown (traces.calls.recording); an answer that still comes completes it.
+_LOST_S = EVALHUB_INTERCEPTOR_READ_TIMEOUT_S + 300.0  # the provider's longest wait, and retries
+EVALHUB_LLM_CALL_LOST_S = envfloat("EVALHUB_LLM_CALL_LOST_S", _LOST_S, minimum=1.0)
+CELERY_BEAT_SCHEDULE["evalhub-llm-calls-lost"] = {"task": "traces.llm_calls_lost_mark", "options": {
+    "expires": 60.0}, "schedule": min(60.0, max(1.0, EVALHUB_LLM_CALL_LOST_S / 4))}  # fmt: skip
+
+# OpenTelemetry export of each sample as a trace (traces/otel/, docs/observability.md): the
+# standard variables of the OTLP exporter; off while no endpoint is set.
+OTEL_EXPORTER_OTLP_ENDPOINT = envstr("OTEL_EXPORTER_OTLP_ENDPOINT")
+# A traces-only endpoint, used as given (the one above gets `/v1/traces` appended).
+OTEL_EXPORTER_OTLP_TRACES_ENDPOINT = envstr("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+# `key=value,key2=value2` (values URL-encoded), e.g. `authorization=Bearer%20...` for Langfuse.
+OTEL_EXPORTER_OTLP_HEADERS = envstr("OTEL_EXPORTER_OTLP_HEADERS")
+OTEL_SERVICE_NAME = envstr("OTEL_SERVICE_NAME", "evalhub")
+# Milliseconds one export may take, as the specification counts it.
+OTEL_EXPORTER_OTLP_TIMEOUT = envint("OTEL_EXPORTER_OTLP_TIMEOUT", 10_000, minimum=1)
+# Spans waiting for export in a worker process; past it spans are dropped and counted
+# (/healthz, the worker's log), never waited for.
+EVALHUB_OTEL_QUEUE_SPANS = envint("EVALHUB_OTEL_QUEUE_SPANS", 20_000, minimum=1)
+# Prometheus metrics (evalhub/metrics.py): each process counts into files of its own under
+# EVALHUB_METRICS_DIR/<host>, set before prometheus_client is imported (it reads it then).
+EVALHUB_METRICS_DIR = Path(envstr("EVALHUB_METRICS_DIR", str(DATA_DIR / "metrics"))).resolve()
+EVALHUB_METRICS_TOKEN = envstr("EVALHUB_METRICS_TOKEN")  # /metrics answers only this bearer
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(EVALHUB_METRICS_DIR / os.uname().nodename)
+EVALHUB_DATA_FOLDERS.append(Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]))

@@ -10,8 +10,9 @@ from typing import Any
 
 from frontend.selectors import AttemptView
 from jobs.models import EvalJob
-from traces import totals
+from traces.models import CallKind
 from traces.redaction import Redactor
+from traces.results import totals
 
 
 def _pretty(value: Any, redactor: Redactor) -> str:
@@ -36,6 +37,7 @@ def raw_exchanges(*, attempts: list[AttemptView], redactor: Redactor) -> dict[in
 class ModelRow:
     model: str
     usage: totals.Usage
+    kind: str = CallKind.POLICY  # the policy's calls, or the verifier's judge's
 
     @property
     def uncached_prompt_tokens(self) -> int:
@@ -48,7 +50,26 @@ class ModelRow:
 
 
 def model_breakdown(*, job: EvalJob) -> list[ModelRow]:
-    """The job's calls per model, the most expensive (then the most used) first."""
+    """The job's calls per model, the policy's first and the judge's after them (the cost card
+    is the policy's, the verifier's card the judge's); in each, the most expensive (then the
+    most used) first."""
     by_model = totals.job_usage_by_model(job=job)
-    rows = [ModelRow(model=name, usage=usage) for name, usage in by_model.items()]
-    return sorted(rows, key=lambda r: (-(r.usage.cost_usd or 0), -r.usage.num_llm_calls, r.model))
+    rows = [
+        ModelRow(model=name, usage=usage, kind=kind) for (kind, name), usage in by_model.items()
+    ]
+    return sorted(
+        rows,
+        key=lambda r: (r.kind != CallKind.POLICY, -(r.usage.cost_usd or 0),
+                       -r.usage.num_llm_calls, r.model),
+    )  # fmt: skip
+
+
+def model_totals(rows: list[ModelRow]) -> list[ModelRow]:
+    """One total row per kind of call (model "total"), when the table has more than one row:
+    the policy's total is the cost card's, the judge's the verifier's."""
+    totals_of = []
+    for kind in dict.fromkeys(r.kind for r in rows):
+        of_kind = [r.usage for r in rows if r.kind == kind]
+        if len(rows) > 1:
+            totals_of.append(ModelRow(model="total", usage=totals.usage_sum(of_kind), kind=kind))
+    return totals_of

@@ -13,7 +13,7 @@ from typing import Any
 from django.db.models import Max
 
 from frontend.templatetags.dashboard import DASH, duration, score, tokens, usd
-from jobs.models import EvalJob, JobEvent
+from jobs.models import EvalJob, JobEvent, JobStatus
 
 FIGURE_HELP = {
     "mean_score": (
@@ -41,6 +41,26 @@ def job_figure_texts(*, job: EvalJob, figures: dict[str, Any]) -> dict[str, str]
         "tokens": tokens(figures["tokens"]) if started else DASH,
         "duration": duration(figures["duration_s"]),
     }
+
+
+def job_page_figure_texts(*, job: EvalJob, figures: dict[str, Any]) -> dict[str, str]:
+    """The job page's figure cards: the jobs list's figures and the samples' counts, all from
+    the same read as the progress bar (`frontend.selectors.job_live_figures`)."""
+    p = figures["progress"]
+    return {
+        **job_figure_texts(job=job, figures=figures),
+        "mean_count": f"over {p['completed']} samples, {p['failed']} failed counted 0",
+        "succeeded_failed": f"{p['succeeded']} / {p['failed']}",
+    }
+
+
+def status_shown(*, status: str, succeeded: int, failed: int) -> dict[str, str]:
+    """A job's status as its badge shows it. A job that completed with every finished sample
+    failed reads "all failed", in red: not a green "completed" over a mean of 0."""
+    if status == JobStatus.COMPLETED and failed and not succeeded:
+        title = f"The job completed, but every sample failed ({failed} of {failed})."
+        return {"text": "all failed", "badge": "failed", "title": title}
+    return {"text": status, "badge": status, "title": ""}
 
 
 def latest_event_seq(*, job_ids: list[str]) -> dict[str, int]:

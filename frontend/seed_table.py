@@ -18,7 +18,7 @@ from django.http import QueryDict
 
 from frontend import triage
 from jobs.models import EvalJob, SeedRun, SeedStatus
-from traces import totals
+from traces.results import totals
 
 SORT_KEYS = ("seed", "status", "score", "latency_ms", "tokens", "cost_usd", "attempts")
 PAGE_SIZES = (25, 100, 250, 1000)

@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path, register_converter
 
-from frontend import numbers_views, views
+from frontend import numbers_views, review_views, views
 
 
 class SignedIntConverter:
@@ -40,6 +40,16 @@ urlpatterns = [
     path("jobs/<str:job_id>/seeds/<seed:seed>/", views.seed_detail, name="seed-detail"),
     path("jobs/<str:job_id>/rerun", numbers_views.job_rerun_view, name="job-rerun"),
     path("jobs/<str:job_id>/results.csv", numbers_views.job_results_csv, name="job-results-csv"),
+    path("jobs/<str:job_id>/sft.jsonl", numbers_views.job_sft_jsonl, name="job-sft-jsonl"),
+    path("jobs/<str:job_id>/inspect.json", numbers_views.job_inspect_log, name="job-inspect-log"),
+    path("jobs/<str:job_id>/review/", review_views.review, name="review"),
+    path("jobs/<str:job_id>/review/label", review_views.review_label, name="review-label"),
+    path(
+        "jobs/<str:job_id>/reward-source",
+        review_views.review_reward_source,
+        name="review-reward-source",
+    ),
     path("compare/", numbers_views.compare, name="compare"),
+    path("compare/seeds.csv", numbers_views.compare_csv, name="compare-csv"),
     path("compare/seeds/<seed:seed>/", numbers_views.compare_seed, name="compare-seed"),
 ]

@@ -14,15 +14,16 @@ from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from frontend import exchange, job_page, live, seed_table, triage
+from frontend import exchange, job_page, jobs_table, live, seed_table, timeline, triage
 from frontend import selectors as dash
+from frontend.templatetags.environment_trace import tool_executions
 from jobs import selectors, services
 from jobs.apikeys import api_key_create, api_key_revoke
-from jobs.models import EvalJob, JobStatus
-from jobs.public import job_config
-from traces import totals
-from traces.export import job_traces_response
+from jobs.models import JobStatus
+from jobs.public import LIST_DEFERRED, job_config, job_warnings
 from traces.redaction import Redactor, job_redactor
+from traces.results import totals
+from traces.zip.export import job_traces_response
 
 JOBS_PER_PAGE = 25
 SEED_COLUMNS = [
@@ -34,10 +35,6 @@ SEED_COLUMNS = [
     ("cost_usd", "Cost"),
     ("attempts", "Attempts"),
 ]
-
-
-def _owned_job(request: HttpRequest, job_id: str) -> EvalJob:
-    return selectors.job_owned(owner=request.user, job_id=job_id)
 
 
 # --- API keys ---------------------------------------------------------------------------------
@@ -85,7 +82,9 @@ def job_list(request: HttpRequest) -> HttpResponse:
     search = {name: request.GET.get(name, "").strip()[:200] for name in ("tag", "q")}
     jobs = selectors.job_list(
         owner=request.user, status=status or None, **{k: v or None for k, v in search.items()}
-    )
+    ).defer(*LIST_DEFERRED)
+    sort, descending = jobs_table.order_asked(request.GET)
+    jobs = jobs_table.jobs_ordered(jobs, sort, descending)
     page = Paginator(jobs, JOBS_PER_PAGE)
     page_obj = page.get_page(request.GET.get("page"))
     jobs = list(page_obj.object_list)
@@ -99,6 +98,7 @@ def job_list(request: HttpRequest) -> HttpResponse:
                 {
                     "job": job,
                     **figures[job.id],
+                    "shown": dash.job_status_shown(job=job, progress=figures[job.id]["progress"]),
                     "texts": live.job_figure_texts(job=job, figures=figures[job.id]),
                     "event_seq": seqs.get(job.id, 0),
                 }
@@ -106,6 +106,9 @@ def job_list(request: HttpRequest) -> HttpResponse:
             ],
             "figure_help": live.FIGURE_HELP,
             "page_obj": page_obj,
+            "sort": sort,
+            "descending": descending,
+            "query_without_page": _without(request.GET, "page"),
             "status": status,
             "search": search,
             "statuses": JobStatus.values,
@@ -130,13 +133,11 @@ def job_list_progress(request: HttpRequest) -> JsonResponse:
 @require_GET
 @never_cache
 def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
-    job = _owned_job(request, job_id)
+    job = selectors.job_owned(owner=request.user, job_id=job_id)
     figures = job_page.job_page_figures(job=job)
-    progress = selectors.job_progress(job=job)
+    current = dash.job_live_figures(job=job)
     table = triage.TableQuery.from_query(request.GET)
     seeds_page, page_rows = seed_table.table_page(job=job, params=request.GET)
-    query = request.GET.copy()
-    query.pop("page", None)
     return render(
         request,
         "frontend/job_detail.html",
@@ -144,16 +145,11 @@ def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
             "job": job,
             "config": job_config(job),
             "config_json": json.dumps(job_config(job), indent=2, default=str),
+            "warnings": job_warnings(job),
             **figures,
-            "progress": {
-                **progress,
-                **dash.progress_bar(
-                    succeeded=progress["succeeded"],
-                    failed=progress["failed"],
-                    total=job.num_seeds * job.repeats,
-                ),
-            },
-            "duration_s": dash.job_duration_s(job=job),
+            "progress": current["progress"],
+            "shown": current["shown"],
+            "texts": current["texts"],
             "event_seq": live.latest_event_seq(job_ids=[job.id]).get(job.id, 0),
             "subtitle": [p for p in (job.app_id, job.env_name, job.policy.get("model")) if p],
             "figure_help": live.FIGURE_HELP,
@@ -167,7 +163,7 @@ def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
             "seed_columns": SEED_COLUMNS,
             "optional_columns": ("latency_ms", "tokens", "attempts"),
             "table_filter": table.as_filter(),
-            "query_without_page": query.urlencode(),
+            "query_without_page": _without(request.GET, "page"),
             "seed_query": triage.carried_query(request.GET),
             # Re-rendering the results of a big job is not free: do it less often.
             "results_refresh_ms": 2000 if job.num_seeds <= 2000 else 15000,
@@ -180,21 +176,19 @@ def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
 @require_GET
 @never_cache
 def job_progress(request: HttpRequest, job_id: str) -> JsonResponse:
-    """What the job page polls every 2 s while the job runs."""
-    job = _owned_job(request, job_id)
-    progress = selectors.job_progress(job=job)
+    """What the job page fetches when its job changes: the bar, the counts, the badge and the
+    figure cards, from one read (`frontend.selectors.job_live_figures`)."""
+    job = selectors.job_owned(owner=request.user, job_id=job_id)
+    current = dash.job_live_figures(job=job)
     return JsonResponse(
         {
             "job_id": job.id,
             "status": job.status,
             "terminal": job.is_terminal,
             "error": job.error,
-            **progress,
-            **dash.progress_bar(
-                succeeded=progress["succeeded"],
-                failed=progress["failed"],
-                total=job.num_seeds * job.repeats,
-            ),
+            **current["progress"],
+            "shown": current["shown"],
+            "figures": current["texts"],
         }
     )
 
@@ -202,7 +196,7 @@ def job_progress(request: HttpRequest, job_id: str) -> JsonResponse:
 @login_required
 @require_POST
 def job_cancel(request: HttpRequest, job_id: str) -> HttpResponse:
-    job = services.job_cancel(job=_owned_job(request, job_id))
+    job = services.job_cancel(job=selectors.job_owned(owner=request.user, job_id=job_id))
     messages.info(request, f"Job {job.id} is {job.status}.")
     return redirect("frontend:job-detail", job_id=job.id)
 
@@ -210,7 +204,7 @@ def job_cancel(request: HttpRequest, job_id: str) -> HttpResponse:
 @login_required
 @require_GET
 def job_traces_zip(request: HttpRequest, job_id: str) -> HttpResponse:
-    return job_traces_response(job=_owned_job(request, job_id))
+    return job_traces_response(job=selectors.job_owned(owner=request.user, job_id=job_id))
 
 
 # --- a seed ---------------------------------------------------------------------------------
@@ -220,7 +214,7 @@ def job_traces_zip(request: HttpRequest, job_id: str) -> HttpResponse:
 @require_GET
 @never_cache
 def seed_detail(request: HttpRequest, job_id: str, seed: int) -> HttpResponse:
-    job = _owned_job(request, job_id)
+    job = selectors.job_owned(owner=request.user, job_id=job_id)
     repeat = request.GET.get("repeat", "0")
     seed_run = selectors.seed_run_get(
         job=job, seed=seed, repeat=int(repeat) if repeat.isdigit() and len(repeat) < 10 else 0
@@ -229,7 +223,15 @@ def seed_detail(request: HttpRequest, job_id: str, seed: int) -> HttpResponse:
         raise Http404("No such seed in this job.")
     usage = totals.seed_usage(job=job, seed_run=seed_run).get(seed_run.id)
     redactor = job_redactor(job=job)
-    attempts = dash.seed_attempts(seed_run=seed_run, redactor=redactor)
+    after = request.GET.get("calls_after", "")
+    page = dash.seed_attempts_page(
+        seed_run=seed_run,
+        redactor=redactor,
+        size=dash.SEED_PAGE_CALLS,
+        after=int(after) if after.isdigit() and len(after) < 19 else None,
+    )
+    attempts = page.attempts
+    executions = tool_executions(seed_run, job)
     around = seed_table.seed_neighbours(job=job, seed=seed, params=request.GET)
     return render(
         request,
@@ -240,6 +242,13 @@ def seed_detail(request: HttpRequest, job_id: str, seed: int) -> HttpResponse:
             "row": totals.seed_result_row(seed_run, usage),
             "attempts": attempts,
             "raw_exchanges": exchange.raw_exchanges(attempts=attempts, redactor=redactor),
+            # A tool is placed after the call that asked for it: only with every call at hand.
+            "timelines": timeline.seed_timelines(attempts, [] if page.paged else executions),
+            "calls_page": page,
+            "page_calls": dash.SEED_PAGE_CALLS,
+            "first_calls_query": _without(request.GET, "calls_after"),
+            "next_calls_query": _with(request.GET, calls_after=page.next_after),
+            "executions": executions,
             "seed_error": redactor.text(seed_run.error or ""),
             "metrics_json": _redacted_json(seed_run.metrics, redactor),
             "task_trace_json": _redacted_json(seed_run.task_trace, redactor),
@@ -248,6 +257,22 @@ def seed_detail(request: HttpRequest, job_id: str, seed: int) -> HttpResponse:
             "nav": "jobs",
         },
     )
+
+
+def _without(params, *names: str) -> str:
+    """The query string less `names` (the pagers' links add their own `page`)."""
+    query = params.copy()
+    for name in names:
+        query.pop(name, None)
+    return query.urlencode()
+
+
+def _with(params, **values: Any) -> str:
+    """The query string with `values` set in it."""
+    query = params.copy()
+    for name, value in values.items():
+        query[name] = str(value)
+    return query.urlencode()
 
 
 def _redacted_json(value: Any, redactor: Redactor) -> str | None:

@@ -1,6 +1,7 @@
-from django.contrib import admin
+from django.contrib import admin, messages
 
-from jobs.models import ApiKey, EvalJob, SeedRun
+from jobs.labels import job_label_count
+from jobs.models import ApiKey, EvalJob, SampleLabel, SeedRun
 
 
 @admin.register(ApiKey)
@@ -15,8 +16,27 @@ class EvalJobAdmin(admin.ModelAdmin):
     list_filter = ["status"]
     exclude = ["task_app_api_key_encrypted"]
 
+    def delete_view(self, request, object_id, extra_context=None):
+        """The confirmation says how many labels, made by hand, go with the job."""
+        job = self.get_object(request, object_id)
+        if job is not None and request.method == "GET":
+            count = job_label_count(job=job)
+            messages.warning(
+                request,
+                f"{count} label(s) people made by hand on this job's samples go with it, for good."
+                if count
+                else "No label was made on this job's samples.",
+            )
+        return super().delete_view(request, object_id, extra_context)
+
 
 @admin.register(SeedRun)
 class SeedRunAdmin(admin.ModelAdmin):
     list_display = ["job", "seed", "status", "score", "attempts"]
     list_filter = ["status"]
+
+
+@admin.register(SampleLabel)
+class SampleLabelAdmin(admin.ModelAdmin):
+    list_display = ["seed_run", "author", "verdict", "score", "updated_at"]
+    list_filter = ["verdict"]

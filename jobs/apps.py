@@ -7,4 +7,4 @@ class JobsConfig(AppConfig):
 
     def ready(self) -> None:
         # drf-spectacular finds the schema of our own fields through these extensions.
-        import jobs.schema  # noqa: F401
+        import jobs.api.schema  # noqa: F401

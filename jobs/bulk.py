@@ -4,19 +4,24 @@ Django's `bulk_create` builds a model instance per row and prepares every field 
 which took most of a minute for 100,000 seeds. A new seed run differs from the next only by its
 seed and repeat, so every other column's value is prepared once, from the model's own defaults (any field
 added to `SeedRun` with a default is filled the same way), and rows go in as multi-row INSERT
-statements (SQLite) or one COPY (PostgreSQL). The workers' results are written the same way:
-`rows_update`, one statement built once per shape of row.
+statements (SQLite) or one COPY (PostgreSQL). The workers' attempts and results are written
+the same way: `rows_insert` and `rows_update`, one statement built once per shape of rows.
 """
 
 from __future__ import annotations
 
+import base64
+import json
+import math
 from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
+import orjson
 from django.db import connection, connections, router
 from django.db.models import Model
 
+from jobs.figures import JsonText
 from jobs.models import EvalJob, SeedRun
 
 # Parameters per statement: below SQLite's (32,766) and PostgreSQL's (65,535) limits.
@@ -68,28 +73,255 @@ def _copy(connection, table_columns: str, values: list, at: tuple[int, int], sam
 
 def rows_update(model: type[Model], rows: list[tuple[dict[str, Any], dict[str, Any]]]) -> None:
     """`model.objects.filter(**where).update(**values)` (equalities only) for each (where,
-    values) of `rows`, all of one shape, written out as one executemany (one round trip on
-    PostgreSQL, whose driver pipelines it): the ORM's building of these statements per result
-    was most of a busy worker's database time. The values are prepared by their fields as
-    `update` would."""
+    values) of `rows`, all of one shape, no two rows meeting the same row of the table: the
+    ORM's building of these statements per result was most of a busy worker's database time.
+    The values are prepared as `update` would (`values_prepare`). On PostgreSQL one statement
+    joins the table to the rows given as `rows_insert` gives them (`rows_source`): an
+    executemany's pipeline had psycopg quote every value of every row in Python, a tenth of a
+    busy worker's CPU. On SQLite, one executemany (in C)."""
     if not rows:
         return
     where, values = rows[0]
-    sql, fields = _update_statement(model, tuple(where), tuple(values))
+    given = [(*v.values(), *w.values()) for w, v in rows]
+    if connection.vendor != "postgresql":
+        sql, fields = _update_statement(model, tuple(where), tuple(values), None)
+        with connection.cursor() as cursor:
+            cursor.executemany(sql, [values_prepare(fields, row) for row in given])
+        return
+    fields = _update_statement(model, tuple(where), tuple(values), True)[1]
+    doc = _json_doc(fields, given)
+    sql = _update_statement(model, tuple(where), tuple(values), doc is not None)[0]
     with connection.cursor() as cursor:
-        cursor.executemany(sql, [_update_params(fields, w, v) for w, v in rows])
+        cursor.execute(sql, [doc] if doc is not None else _arrays(fields, given))
 
 
-def _update_params(fields, where: dict[str, Any], values: dict[str, Any]) -> list:
-    given = (*values.values(), *where.values())
-    return [f.get_db_prep_save(v, connection) for f, v in zip(fields, given, strict=True)]
+def rows_insert(
+    model: type[Model], columns: tuple[str, ...], rows: list[tuple], *, update_on: str = ""
+) -> list[Any]:
+    """Insert `rows`, the values of the fields named `columns` in order, as `bulk_create`
+    would (every other field takes its default, or its database default, or NULL; no
+    `pre_save` such as `auto_now` runs), in one statement; their ids in order (read as
+    `bulk_create` reads them: RETURNING, in the order of the rows). With `update_on` (a unique
+    field of `columns`), a row whose value of it is taken updates that row's other `columns`
+    instead, as `bulk_create(update_conflicts=True)` does (no two rows with the same value).
+    `bulk_create` builds a model instance and prepares every field of every row, a third of a
+    worker's claims' CPU; here the statement is built once per shape and the values prepared
+    by `values_prepare`.
+    On PostgreSQL the rows go as one parameter, a JSON document (`_json_doc`; else one array
+    per column, UNNEST, as `bulk_create` does): psycopg parses a statement of more than 50
+    parameters anew each time, in Python."""
+    if not rows:
+        return []
+    if connection.vendor != "postgresql":
+        sql, fields, defaulted = _insert_statement(model, columns, len(rows), update_on, None)
+        given = [(*row, *(f.get_default() for f in defaulted)) for row in rows]
+        params = [value for row in given for value in values_prepare(fields, row)]
+    else:
+        _, fields, defaulted = _insert_statement(model, columns, 1, update_on, True)
+        given = [(*row, *(f.get_default() for f in defaulted)) for row in rows]
+        doc = _json_doc(fields, given)
+        sql = _insert_statement(model, columns, 1, update_on, doc is not None)[0]
+        params = [doc] if doc is not None else _arrays(fields, given)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [row[0] for row in cursor.fetchall()]
+
+
+def rows_params(fields: tuple, rows: list[tuple]) -> tuple[bool, list]:
+    """PostgreSQL: `rows` (the values of `fields` in order, prepared as `values_prepare`
+    prepares them) as the parameters of `rows_source(fields, doc)`: (True, [one JSON
+    document]), or (False, one array per field) when a value has no exact JSON form."""
+    doc = _json_doc(fields, rows)
+    return (True, [doc]) if doc is not None else (False, _arrays(fields, rows))
+
+
+def _arrays(fields: tuple, rows: list[tuple]) -> list[list]:
+    """The rows' values, prepared, as one array per field (`rows_source` of arrays)."""
+    prepared = [values_prepare(fields, row) for row in rows]
+    return [list(column) for column in zip(*prepared, strict=True)]
+
+
+def _json_doc(fields: tuple, rows: list[tuple]) -> str | None:
+    """The rows as one JSON document, an array of the values of each (`rows_source` of
+    JSON), or None when a value has no exact JSON form (a float that is not finite, an
+    integer beyond 64 bits, a Decimal...): those rows go as arrays. orjson writes it in C,
+    where psycopg quotes the values of arrays one by one in Python, escaping every quote of
+    a JSON value with a regular expression: most of a busy worker's database CPU."""
+    kinds = _json_kinds(fields)
+    try:
+        return orjson.dumps(
+            [
+                [_json_value(f, k, v) for f, k, v in zip(fields, kinds, row, strict=True)]
+                for row in rows
+            ]
+        ).decode()
+    except (TypeError, ValueError):  # orjson.JSONEncodeError is a TypeError
+        return None
+
+
+def _json_value(field, kind: tuple[str, frozenset[type]], value):
+    """A value of `_json_doc`, as `values_prepare` would prepare it."""
+    code, as_is = kind
+    if value is None or (code == "plain" and type(value) in as_is):
+        return value
+    if code == "json":
+        if isinstance(value, JsonText):
+            return orjson.Fragment(value.text)
+        return orjson.Fragment(json.dumps(value, cls=field.encoder, allow_nan=False))
+    if code == "binary":
+        return base64.b64encode(value).decode()
+    value = field.get_db_prep_save(value, connection)
+    if code == "float" and value is not None and not math.isfinite(value):
+        raise ValueError("JSON has no NaN or infinity")
+    return value
+
+
+def _json_kinds(fields: tuple) -> tuple[tuple[str, frozenset[type]], ...]:
+    """For each field, how `_json_value` writes its values, and the types passed as they are."""
+    kept = _json_kinds_kept.get(id(fields))
+    if kept is None or kept[0] is not fields:
+        internal = [(f.target_field if f.is_relation else f).get_internal_type() for f in fields]
+        codes = {"JSONField": "json", "BinaryField": "binary", "FloatField": "float"}
+        kinds = tuple(
+            (codes.get(kind, "plain"), as_is)
+            for kind, as_is in zip(internal, _as_is(fields), strict=True)
+        )
+        if len(_json_kinds_kept) > 1000:
+            _json_kinds_kept.clear()
+        kept = _json_kinds_kept[id(fields)] = (fields, kinds)
+    return kept[1]
+
+
+_json_kinds_kept: dict[int, tuple[tuple, tuple]] = {}
+
+
+def rows_source(fields: tuple, doc: bool) -> str:
+    """PostgreSQL: a relation `r` of the rows given, columns v0, v1... the values of `fields`:
+    from one array per field (UNNEST), or with `doc` from one JSON document (`_json_doc`)."""
+    if not doc:
+        arrays = ", ".join(f"%s::{_array_type(f)}[]" for f in fields)
+        return f"UNNEST({arrays}) AS r({', '.join(f'v{n}' for n in range(len(fields)))})"
+    columns = []
+    for n, field in enumerate(fields):
+        kind = _array_type(field)
+        if kind == "jsonb":  # JSON's null: SQL's NULL, as the field writes None
+            columns.append(f"NULLIF((e->{n})::jsonb, 'null'::jsonb) AS v{n}")
+        elif kind == "bytea":
+            columns.append(f"decode(e->>{n}, 'base64') AS v{n}")
+        else:
+            columns.append(f"(e->>{n})::{kind} AS v{n}")
+    return f"(SELECT {', '.join(columns)} FROM json_array_elements(%s::json) AS e) AS r"
+
+
+def values_prepare(fields: tuple, values) -> list:
+    """The values of these fields (a tuple kept for the process's life, e.g. a module
+    constant) as the database takes them, as `update` and `create` prepare
+    them; but a value of the type its field holds as is (a str of a CharField, an int of an
+    IntegerField...) is passed on without the several calls preparing it takes, and a
+    `JsonText` (a big task-app answer's trace) is written as the JSON text it holds, never
+    decoded and encoded again."""
+    return [
+        value
+        if type(value) in as_is
+        else connection.ops.adapt_json_value(value, _TextAsIs)
+        if isinstance(value, JsonText)
+        else field.get_db_prep_save(value, connection)
+        for field, as_is, value in zip(fields, _as_is(fields), values, strict=True)
+    ]
+
+
+# The types whose values these fields prepare into themselves (None included: every field
+# prepares it into None).
+_AS_IS = {
+    "CharField": (str,), "TextField": (str,), "FloatField": (float,), "BooleanField": (bool,),
+    **{kind: (int,) for kind in ("IntegerField", "PositiveIntegerField", "SmallIntegerField",
+       "PositiveSmallIntegerField", "BigIntegerField", "PositiveBigIntegerField", "AutoField",
+       "BigAutoField")},
+}  # fmt: skip
+
+
+def _as_is(fields: tuple) -> tuple[frozenset[type], ...]:
+    """For each field, the types of values it takes as they are; kept by the identity of
+    `fields` (the statements' tuples and the callers' constants live as long as the process):
+    hashing the fields on each call cost as much as preparing their values."""
+    kept = _as_is_kept.get(id(fields))
+    if kept is None or kept[0] is not fields:
+        targets = [f.target_field if f.is_relation else f for f in fields]
+        kinds = tuple(
+            frozenset((type(None), *_AS_IS.get(f.get_internal_type(), ()))) for f in targets
+        )
+        if len(_as_is_kept) > 1000:  # a caller made a tuple per call: bounded all the same
+            _as_is_kept.clear()
+        kept = _as_is_kept[id(fields)] = (fields, kinds)
+    return kept[1]
+
+
+_as_is_kept: dict[int, tuple[tuple, tuple[frozenset[type], ...]]] = {}
+
+
+class _TextAsIs(json.JSONEncoder):
+    """The encoder the backend's JSON adapter is given for a `JsonText`: its text as it is."""
+
+    def encode(self, o):
+        return o.text if isinstance(o, JsonText) else super().encode(o)
 
 
 @cache
-def _update_statement(model: type[Model], where: tuple[str, ...], values: tuple[str, ...]):
-    """(SQL, fields of the values then of the conditions) of `rows_update`."""
+def _update_statement(
+    model: type[Model], where: tuple[str, ...], values: tuple[str, ...], doc: bool | None
+):
+    """(SQL, fields of the values then of the conditions) of `rows_update`: one row's
+    statement (`doc` None), or every row's from `rows_source` (PostgreSQL)."""
     q = connection.ops.quote_name
-    fields = [model._meta.get_field(name) for name in (*values, *where)]
-    sets = ", ".join(f"{q(f.column)} = %s" for f in fields[: len(values)])
-    conditions = " AND ".join(f"{q(f.column)} = %s" for f in fields[len(values) :])
-    return f"UPDATE {q(model._meta.db_table)} SET {sets} WHERE {conditions}", fields
+    fields = tuple(model._meta.get_field(name) for name in (*values, *where))
+    table = q(model._meta.db_table)
+    if doc is None:
+        sets = ", ".join(f"{q(f.column)} = %s" for f in fields[: len(values)])
+        conditions = " AND ".join(f"{q(f.column)} = %s" for f in fields[len(values) :])
+        return f"UPDATE {table} SET {sets} WHERE {conditions}", fields
+    # The values' columns are r.v0, r.v1...; the conditions' follow them.
+    sets = ", ".join(f"{q(f.column)} = r.v{n}" for n, f in enumerate(fields[: len(values)]))
+    conditions = " AND ".join(
+        f"{table}.{q(f.column)} = r.v{n}"
+        for n, f in enumerate(fields[len(values) :], start=len(values))
+    )
+    source = rows_source(fields, doc)
+    return f"UPDATE {table} SET {sets} FROM {source} WHERE {conditions}", fields
+
+
+@cache
+def _insert_statement(
+    model: type[Model], columns: tuple[str, ...], count: int, update_on: str, doc: bool | None
+):
+    """(SQL, fields of the columns then of the defaulted ones, the defaulted ones) of
+    `rows_insert`: of `count` rows (`doc` None), or of any number from `rows_source`
+    (PostgreSQL)."""
+    q = connection.ops.quote_name
+    given = [model._meta.get_field(name) for name in columns]
+    defaulted = [
+        f for f in model._meta.concrete_fields
+        if not f.primary_key and f not in given and not f.has_db_default()
+        and (f.has_default() or not f.null)
+    ]  # fmt: skip
+    fields = (*given, *defaulted)
+    into = f"INSERT INTO {q(model._meta.db_table)} ({', '.join(q(f.column) for f in fields)})"
+    returning = f"RETURNING {q(model._meta.pk.column)}"
+    if update_on:
+        key = model._meta.get_field(update_on)
+        sets = ", ".join(f"{q(f.column)} = EXCLUDED.{q(f.column)}" for f in given if f != key)
+        returning = f"ON CONFLICT ({q(key.column)}) DO UPDATE SET {sets} {returning}"
+    if doc is not None:
+        values = ", ".join(f"r.v{n}" for n in range(len(fields)))
+        return (
+            f"{into} SELECT {values} FROM {rows_source(fields, doc)} {returning}",
+            fields,
+            defaulted,
+        )
+    row = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    return f"{into} VALUES {', '.join([row] * count)} {returning}", fields, defaulted
+
+
+def _array_type(field) -> str:
+    """The PostgreSQL type of a field's values in `rows_source`: without its parameters
+    (varchar, not varchar(64)): nothing is cut short."""
+    return field.db_type(connection).split("(")[0]

@@ -1,4 +1,4 @@
-"""Handing a job to the workers: one Celery message carrying only the job id.
+"""Handing work to the workers: Celery messages carrying only a job id.
 
 Sent by task name, so the code that creates jobs needs nothing of the worker's modules. A
 broker that is down does not lose the job: it is committed already, and Celery beat's
@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 
 from django.conf import settings
+from kombu.exceptions import ChannelError
 
 from evalhub.celery import app
 
@@ -17,43 +18,45 @@ log = logging.getLogger(__name__)
 
 JOB_RUN_TASK = "jobs.job_run"
 JOBS_REDISPATCH_TASK = "jobs.jobs_redispatch"
-JOB_JUDGE_TASK = "jobs.job_judge"
 TRACES_ZIP_TASK = "traces.job_traces_zip_build"
 TRACES_MEMBERS_TASK = "traces.job_members_build"
-
-
-def job_dispatch(job_id: str) -> bool:
-    """Send the job to the workers (`EVALHUB_JOB_FANOUT` messages: several workers share a big
-    job by claiming from its rows). False when the broker could not be reached."""
-    try:
-        for _ in range(settings.EVALHUB_JOB_FANOUT):
-            app.send_task(JOB_RUN_TASK, args=[job_id])
-    except Exception:  # any broker failure: the job waits in the database for the redispatch
-        log.warning("job %s: the broker is unreachable; it will be handed out later", job_id,
-                    exc_info=True)  # fmt: skip
-        return False
-    return True
 
 
 def _send(task: str, job_id: str, *, unsent: str, **options) -> bool:
     """Send a task about a job; False, with `unsent` (what happens then) logged, when the broker
     could not be reached."""
     try:
-        app.send_task(task, args=[job_id], **options)
+        # No retries: a caller (a runner) must not wait on a broker that is down.
+        app.send_task(task, args=[job_id], retry=False, **options)
     except Exception:  # any broker failure
         log.warning("job %s: the broker is unreachable; %s", job_id, unsent, exc_info=True)
         return False
     return True
 
 
-def job_judge_dispatch(job_id: str) -> bool:
-    """Send the job's judgements to a judge worker (jobs/verifier/); False when the broker could
-    not be reached (the next rollout runner to end sends it again)."""
-    return _send(JOB_JUDGE_TASK, job_id, unsent="judging waits")
+def queue_waiting() -> int | None:
+    """How many messages wait in the queue for a free worker thread (the broker's own count:
+    Redis' LLEN, the file-system broker's files); None when the broker cannot say."""
+    try:
+        with app.connection_or_acquire() as connection:
+            declared = connection.default_channel.queue_declare(
+                queue=app.conf.task_default_queue, passive=True
+            )
+    except ChannelError as exc:  # Redis keeps no empty list: an empty queue is "not found"
+        return 0 if str(exc.reply_code) == "404" else None
+    except Exception:  # any broker failure: the caller does what it does when nobody waits
+        return None
+    return declared.message_count
+
+
+def job_dispatch(job_id: str) -> bool:
+    """Send the job's message to the back of the queue: a runner (jobs/worker/runner.py) works
+    a slice of it. False when the broker could not be reached (Celery beat hands it out)."""
+    return _send(JOB_RUN_TASK, job_id, unsent="it will be handed out later")
 
 
 def job_traces_zip_dispatch(job_id: str) -> bool:
-    """Have a worker build and store the zip of a job that ended (traces/export.py), once the
+    """Have a worker build and store the zip of a job that ended (traces/zip/export.py), once the
     calls its last rollouts made are saved (EVALHUB_TRACES_ZIP_AFTER_S); False when the broker
     could not be reached (the first download builds it then)."""
     return _send(TRACES_ZIP_TASK, job_id, unsent="its zip is built on first download",
@@ -62,6 +65,6 @@ def job_traces_zip_dispatch(job_id: str) -> bool:
 
 def job_trace_members_dispatch(job_id: str) -> bool:
     """Have a worker build the zip members of the seeds the job finished lately (sent by its
-    runners every EVALHUB_TRACES_ZIP_AFTER_S seconds, traces/members.py); False when the broker
+    runners every EVALHUB_TRACES_ZIP_AFTER_S seconds, traces/zip/members.py); False when the broker
     could not be reached (the zip builds them then)."""
     return _send(TRACES_MEMBERS_TASK, job_id, unsent="its zip builds the members it lacks")

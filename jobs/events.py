@@ -7,6 +7,7 @@ from typing import Any
 from django.db import IntegrityError, connection, models, transaction
 from django.utils import timezone
 
+from jobs.bulk import rows_insert
 from jobs.models import EvalJob, JobEvent, SeedRun, SeedStatus
 
 
@@ -18,6 +19,8 @@ class EventType(models.TextChoices):
     JOB_COMPLETED = "eval.policy.job.completed"
     JOB_FAILED = "eval.policy.job.failed"
     JOB_CANCELLED = "eval.policy.job.cancelled"
+    # The environment said it is at capacity; its samples wait and are tried again, uncharged.
+    ENVIRONMENT_BUSY = "eval.policy.environment.busy"
 
 
 # A job's last event: nothing follows one of these.
@@ -33,16 +36,19 @@ def job_event_append(
     payload = dict(data)
     if message:
         payload.setdefault("message", message)
-    return _append(job_id, [(type, payload)])[0]
+    [row] = _append(job_id, [(type, payload)])
+    return JobEvent(**dict(zip(_COLUMNS, row, strict=True)))
 
 
 def _append(
     job_id: str, events: list[tuple[EventType, dict[str, Any]]], *, make=None
-) -> list[JobEvent]:
-    """Append `events` in order, numbered on from the job's last, and return them (without
-    their ids). Written out, one MAX and one INSERT: the worker appends with every batch of
-    results. `make(cursor)`, when given, makes the events instead, from what it reads in the
-    same savepoint as the numbering (read again if another process took the numbers)."""
+) -> list[tuple]:
+    """Append `events` in order, numbered on from the job's last; the rows written, values of
+    `_COLUMNS` (no model instances: the worker appends with every batch of results). Written
+    out, one MAX and one INSERT. `make(cursor)`, when given, makes the events instead, from
+    what it reads in the same savepoint as the numbering (read again if another process took
+    the numbers). The rows go in as one statement (`jobs.bulk.rows_insert`: one array per
+    column on PostgreSQL, where an executemany had psycopg quote each value in Python)."""
     for _ in range(10):
         try:
             with transaction.atomic(), connection.cursor() as cursor:
@@ -52,14 +58,10 @@ def _append(
                     events = make(cursor)
                 now = timezone.now()
                 rows = [
-                    JobEvent(job_id=job_id, seq=last + n, type=type, data=data, created_at=now)
+                    (job_id, last + n, type, data, now)
                     for n, (type, data) in enumerate(events, start=1)
                 ]
-                cursor.executemany(
-                    _INSERT_SQL,
-                    [[f.get_db_prep_save(getattr(e, f.attname), connection) for f in _FIELDS]
-                     for e in rows],
-                )  # fmt: skip
+                rows_insert(JobEvent, _COLUMNS, rows)
                 return rows
         except IntegrityError:
             continue  # another process took those numbers; read again
@@ -67,58 +69,55 @@ def _append(
 
 
 _q = connection.ops.quote_name
-_FIELDS = tuple(f for f in JobEvent._meta.concrete_fields if not f.primary_key)
+# What an event row is written with (any other field needs a database default).
+_COLUMNS = ("job_id", "seq", "type", "data", "created_at")
 _LAST_SEQ_SQL = (
     f"SELECT MAX({_q('seq')}) FROM {_q(JobEvent._meta.db_table)} WHERE {_q('job_id')} = %s"
 )
-_INSERT_SQL = (
-    f"INSERT INTO {_q(JobEvent._meta.db_table)} ({', '.join(_q(f.column) for f in _FIELDS)}) "
-    f"VALUES ({', '.join(['%s'] * len(_FIELDS))})"
-)
-# The job's seeds over (its progress) and how many it has.
+# The job's samples over (its progress) and how many it has.
 _PROGRESS_SQL = (
     f"SELECT (SELECT COUNT(*) FROM {_q(SeedRun._meta.db_table)} WHERE {_q('job_id')} = %s"
-    f" AND {_q('status')} IN (%s, %s)), {_q('num_seeds')} * {_q('repeats')}"
+    f" AND {_q('status')} IN (%s, %s)), {_q('num_samples')}"
     f" FROM {_q(EvalJob._meta.db_table)} WHERE {_q('id')} = %s"
 )
 
 
 # What a seed's event says of it: the result as it was written.
-_SEED_FIELDS = ("seed", "repeat", "status", "score", "error", "attempts", "latency_ms")
+SEED_FIELDS = ("seed", "repeat", "status", "score", "error", "attempts", "latency_ms")
 
 
-def seed_event_append(*, seed_run: SeedRun) -> JobEvent:
+def seed_event_append(*, seed_run: SeedRun) -> None:
     """The seed run is over: its event carries the result as it was written, and the job's
     progress (`completed` of `total` seeds), which stream followers show."""
-    return seed_events_append(seed_run_ids=[seed_run.pk])[0]
+    seed_events_append(seed_run_ids=[seed_run.pk])
 
 
-def seed_events_append(*, seed_run_ids: list[int]) -> list[JobEvent]:
+def seed_events_append(*, seed_run_ids: list[int], rows: dict[int, tuple] | None = None) -> None:
     """`seed_event_append` for several seed runs that are over, each job's numbered in the order
-    given; the last of a job's events counts them all in its `completed`."""
-    rows = {
-        row[0]: row[1:]
-        for row in SeedRun.objects.filter(pk__in=seed_run_ids).values_list(
-            "id", "job_id", *_SEED_FIELDS
-        )
-    }
-    events = []
+    given; the last of a job's events counts them all in its `completed`. `rows`, when given,
+    holds for each id what was just written, (job id, *SEED_FIELDS), so that it is not read."""
+    if rows is None:
+        rows = {
+            row[0]: row[1:]
+            for row in SeedRun.objects.filter(pk__in=seed_run_ids).values_list(
+                "id", "job_id", *SEED_FIELDS
+            )
+        }
     for job_id in dict.fromkeys(rows[pk][0] for pk in seed_run_ids):
         ids = [pk for pk in seed_run_ids if rows[pk][0] == job_id]
-        events += _job_seed_events(job_id, [rows[pk][1:] for pk in ids])
-    return events
+        _job_seed_events(job_id, [rows[pk][1:] for pk in ids])
 
 
-def _job_seed_events(job_id: str, results: list[tuple]) -> list[JobEvent]:
+def _job_seed_events(job_id: str, results: list[tuple]) -> None:
     def with_progress(cursor) -> list[tuple[EventType, dict[str, Any]]]:
         cursor.execute(_PROGRESS_SQL, [job_id, SeedStatus.SUCCEEDED, SeedStatus.FAILED, job_id])
         completed, total = cursor.fetchone() or (0, None)
         first = completed - len(results) + 1
         return [
             (EventType.SEED_COMPLETED,
-             {**dict(zip(_SEED_FIELDS, result, strict=True)), "completed": first + n,
+             {**dict(zip(SEED_FIELDS, result, strict=True)), "completed": first + n,
               "total": total})
             for n, result in enumerate(results)
         ]  # fmt: skip
 
-    return _append(job_id, [], make=with_progress)
+    _append(job_id, [], make=with_progress)

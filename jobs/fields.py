@@ -7,12 +7,12 @@ MAX_JSON_DEPTH, so every reader of a stored value (the trace documents, the zip)
 
 from __future__ import annotations
 
+import difflib
 import math
+from collections.abc import Iterable
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import urlsplit
 
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
@@ -106,7 +106,6 @@ class StrictNumberField(serializers.Field):
         return value
 
 
-@extend_schema_field(OpenApiTypes.OBJECT)
 class JsonObjectField(serializers.Field):
     """A JSON object that can be stored and read back (see json_value_problem)."""
 
@@ -122,16 +121,70 @@ class JsonObjectField(serializers.Field):
 
 
 class TaskAppUrlField(serializers.CharField):
-    """An http:// or https:// URL with a host; kept without its trailing slash."""
+    """An http:// or https:// URL with a host and, if any, a port from 1 to 65535, as Python's
+    HTTP clients read it; kept without its trailing slash. Credentials in it (`user:pass@`)
+    are kept for the requests and never shown (`url_shown`)."""
 
     def to_internal_value(self, data: Any) -> str:
         value = super().to_internal_value(data).strip()
-        parsed = urlparse(value)
-        if parsed.scheme not in ("http", "https") or not parsed.netloc:
-            raise serializers.ValidationError("must be an http:// or https:// URL with a host")
+        rule = "must be an http:// or https:// URL with a host (and a port from 1 to 65535)"
+        try:
+            parsed = urlsplit(value)
+            port = parsed.port  # a port out of range or not a number raises here
+        except ValueError:
+            raise serializers.ValidationError(rule) from None
+        if parsed.scheme not in ("http", "https") or not parsed.hostname or port == 0:
+            raise serializers.ValidationError(rule)
         return value.rstrip("/")
+
+
+# How a redacted part is shown, as traces.redaction writes it.
+REDACTED = "<redacted>"
+
+
+def url_shown(url: str) -> str:
+    """A URL as shown to people and written in messages: its credentials (`user:pass@`), a
+    secret, are replaced."""
+    scheme, sep, rest = url.partition("://")
+    netloc = rest.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
+    if not sep or "@" not in netloc:
+        return url
+    return f"{scheme}://{REDACTED}@{netloc.rpartition('@')[2]}{rest[len(netloc) :]}"
 
 
 class SeedListField(serializers.JSONField):
     """The seeds of a job: a non-empty list of distinct 64-bit integers (validated by the
     serializer, which knows the configured maximum)."""
+
+
+# At most this many unknown fields are named in an answer (and kept with the job).
+MAX_WARNINGS = 20
+
+
+def unknown_fields(
+    given: Any, known: Iterable[str], *, where: str = "", near_misses_only: bool = False
+) -> list[dict[str, str | None]]:
+    """A warning per key of the object `given` that is not in `known`, naming the closest known
+    one (difflib): such a field is not used, and a misspelt one would silently lose a setting
+    (`max_cost_usd` misspelt is no budget at all). A request with one is still accepted: clients
+    send fields of their own. With `near_misses_only`, only keys close to a known one are named
+    (objects that also carry other programs' settings, such as `verifier_config`)."""
+    if not isinstance(given, dict):
+        return []
+    known = list(known)
+    warnings: list[dict[str, str | None]] = []
+    for key in given:
+        if key in known:
+            continue
+        close = difflib.get_close_matches(
+            str(key), known, n=1, cutoff=0.75 if near_misses_only else 0.6
+        )
+        if near_misses_only and not close:
+            continue
+        name = f"{where}.{key}" if where else str(key)
+        closest = f"{where}.{close[0]}" if where and close else (close[0] if close else None)
+        hint = f"; did you mean {closest}?" if closest else ""
+        warnings.append(
+            {"field": name[:200], "closest": closest, "message": f"unknown field, not used{hint}"}
+        )
+    return warnings[:MAX_WARNINGS]

@@ -17,12 +17,14 @@ Nothing changes the rows of a settled job (a rerun or a re-judgement is a new jo
 of its own); `forget` drops a job's figures should that ever be needed.
 
 Stored as JSON text: figures go in and come out as JSON values (floats round-trip exactly,
-tuples come back as lists, the order of keys is kept).
+tuples come back as lists, the order of keys is kept). A figure that is not a finite number is
+missing: stored as null, and read as None if an older version stored it as NaN or Infinity.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -64,7 +66,7 @@ def job_settled(*, job: EvalJob) -> bool:
 
 def _big(job: EvalJob) -> bool:
     """More samples than are recomputed on every read while the job changes."""
-    return job.num_seeds * max(1, job.repeats) > LIVE_EXACT_MAX
+    return job.num_samples > LIVE_EXACT_MAX
 
 
 def _usable(*, job: EvalJob, kept: JobFigures) -> bool:
@@ -84,7 +86,23 @@ class JsonText:
 
 
 def _text(value: Any) -> str:
-    return value.text if isinstance(value, JsonText) else json.dumps(value)
+    return value.text if isinstance(value, JsonText) else json.dumps(_finite(value))
+
+
+def _finite(value: Any) -> Any:
+    """The value with every float that is not finite made None (JSON has no NaN)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _loads(text: str) -> Any:
+    """Kept figures from their text: a NaN or an infinity an older version stored is None."""
+    return json.loads(text, parse_constant=lambda _: None)
 
 
 def cached(
@@ -98,7 +116,7 @@ def cached(
     `as_text` as `JsonText`, never decoded. `compute` may give any figure as `JsonText`."""
     kept = list(JobFigures.objects.filter(job=job, name__in=names))
     if len(kept) == len(names) and all(_usable(job=job, kept=k) for k in kept):
-        return {k.name: JsonText(k.value) if k.name in as_text else json.loads(k.value)
+        return {k.name: JsonText(k.value) if k.name in as_text else _loads(k.value)
                 for k in kept}  # fmt: skip
     # Settled is decided before computing: a sample ending meanwhile is in the rows read, and
     # figures stored as settled are never read from rows that could still change.
@@ -112,7 +130,7 @@ def cached(
         if name in as_text:
             found[name] = value if isinstance(value, JsonText) else JsonText(_text(value))
         else:
-            found[name] = json.loads(value.text) if isinstance(value, JsonText) else value
+            found[name] = _loads(value.text) if isinstance(value, JsonText) else _finite(value)
     return found
 
 

@@ -1,4 +1,4 @@
-"""The worker's side of a job: claims, leases, attempts and results.
+"""The worker's side of a job: claims, leases and results (its attempts: jobs.attempts).
 
 Every write a worker makes is conditional on what it believes (the job is still running, it
 still holds the seed's lease) and checks the row count, so a duplicated task, a worker whose
@@ -7,33 +7,34 @@ lease was taken over or a cancel racing with a result can never produce a second
 
 from __future__ import annotations
 
-import secrets
 from dataclasses import dataclass
-from datetime import timedelta
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, DateTimeField, F, Q, Value
+from django.db.models import DateTimeField, F, Min, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from jobs.attempts import (
+    AttemptEnd,
+    Started,
+    attempts_abandon,
+    attempts_create,
+    rollout_attempt_finish,
+    rollout_attempts_finish,
+)
 from jobs.bulk import rows_update
 from jobs.events import seed_event_append, seed_events_append
 from jobs.models import (
-    AttemptStatus,
     EvalJob,
     JobStatus,
-    RolloutAttempt,
-    RunnerWait,
+    JudgeStatus,
     SeedRun,
     SeedStatus,
 )
 from jobs.scores import Scores
-
-# How long a runner that got nothing counts in its job's fair share (it asks again every half
-# second while seeds wait; jobs.runner).
-RUNNER_WAIT_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -52,76 +53,156 @@ class SeedResult:
 
 
 @dataclass(frozen=True)
-class AttemptEnd:
-    """How a rollout attempt ended; written with the seed's update, in one transaction."""
-
-    attempt_id: int
-    status: str
-    http_status: int | None = None
-    error: str | None = None
-    latency_ms: float | None = None
-
-
-@dataclass(frozen=True)
 class Claim:
-    """The seed runs a claim got, and the runner's fair share of the job's `max_concurrent`
-    (the most it may hold, 0 when the job does not run): near it, the runner claims again
-    only once a batch of its rollouts has ended."""
+    """The seed runs a claim got, and whether the job had more to claim now than the claim's
+    `limit` let it take (another runner could lend a hand)."""
 
     seed_runs: list[SeedRun]
-    share: int = 0
+    more: bool = False
 
 
 def seed_run_claim(*, job_id: str, worker: str, limit: int, lease_s: float) -> Claim:
     """Claim up to `limit` seed runs of a running job for `worker`, never more than the job's
-    `max_concurrent` held under live leases over all workers, nor more than the worker's fair
-    share of it (`_free_slots`). Claimable: pending seeds whose backoff is over, and running
-    seeds whose lease expired (their worker is gone)."""
-    if limit <= 0:
-        return Claim([])
-    now = timezone.now()
+    `max_concurrent` held under live leases over all workers. Claimable: pending seeds whose
+    backoff is over, and running seeds whose lease expired (their worker is gone)."""
     with transaction.atomic():
-        # The job row lock serializes claims on one job across workers (PostgreSQL); SQLite
-        # takes its write lock when the transaction begins (transaction_mode IMMEDIATE).
-        # NO KEY: inserting an event takes a key-share lock on the job row, which must not
-        # wait for a claim (a claim may wait for that event's seed row: a deadlock).
-        job = EvalJob.objects.select_for_update(no_key=True).filter(pk=job_id).first()
-        if job is None or job.status != JobStatus.RUNNING:
-            return Claim([])
-        seeds = SeedRun.objects.filter(job_id=job_id)
-        free, share, holding = _free_slots(seeds=seeds, job=job, worker=worker, now=now)
-        slots = min(limit, free)
-        if slots <= 0 and not holding:
-            # The others hold every slot: it counts in their fair share while it waits.
-            RunnerWait.objects.bulk_create(
-                [RunnerWait(job=job, worker=worker, seen_at=now)],
-                update_conflicts=True, unique_fields=["job", "worker"], update_fields=["seen_at"],
-            )  # fmt: skip
-        if slots <= 0:
-            return Claim([], share)
-        ids = _expired_take(seeds=seeds, slots=slots, now=now)
-        if len(ids) < slots:
-            ids += list(
-                seeds.filter(status=SeedStatus.PENDING)
-                .filter(Q(not_before__isnull=True) | Q(not_before__lte=now))
-                .order_by("id")
-                .values_list("id", flat=True)[: slots - len(ids)]
-            )
+        ids, more = _claimed_ids(job_id=job_id, worker=worker, limit=limit, lease_s=lease_s)
+        seed_runs = SeedRun.objects.filter(pk__in=ids, lease_owner=worker).order_by("id")
+        return Claim(list(seed_runs) if ids else [], more)
+
+
+class Claimed(NamedTuple):
+    """What a rollout needs of a seed run it claimed (`attempts` counts the one started)."""
+
+    id: int
+    seed: int
+    repeat: int
+    attempts: int
+    failures: int
+    losses: int
+
+
+@dataclass(frozen=True)
+class RolloutClaim:
+    """`Claim` of `rollouts_claim`: each seed run claimed with its attempt started."""
+
+    rollouts: list[tuple[Claimed, Started]]
+    more: bool = False
+
+
+def rollouts_claim(
+    *, job_id: str, worker: str, limit: int, lease_s: float, token_hashes: list[str]
+) -> RolloutClaim:
+    """`seed_run_claim` and `rollout_attempts_start` of what it claimed, in one transaction
+    (the runner's, one round of statements for both); `token_hashes` holds at least `limit`
+    fresh hashes, the first of them given to the attempts in order."""
+    with transaction.atomic():
+        ids, more = _claimed_ids(
+            job_id=job_id, worker=worker, limit=limit, lease_s=lease_s, attempt=True
+        )
         if not ids:
-            return Claim([], share)
-        claimed = SeedRun.objects.filter(pk__in=ids).filter(
-            Q(status=SeedStatus.PENDING) | Q(status=SeedStatus.RUNNING, lease_expires_at__lte=now)
-        )
-        claimed.update(
-            status=SeedStatus.RUNNING,
-            lease_owner=worker,
-            lease_expires_at=now + timedelta(seconds=lease_s),
-            not_before=None,
-            started_at=Coalesce(F("started_at"), Value(now, output_field=DateTimeField())),
-        )
-        return Claim(
-            list(SeedRun.objects.filter(pk__in=ids, lease_owner=worker).order_by("id")), share
-        )
+            return RolloutClaim([], more)
+        claimed = [
+            Claimed(*row)
+            for row in SeedRun.objects.filter(pk__in=ids, lease_owner=worker)
+            .order_by("id")
+            .values_list(*Claimed._fields)
+        ]
+        attempts = attempts_create(claimed, token_hashes, worker=worker)
+        return RolloutClaim(list(zip(claimed, attempts, strict=True)), more)
+
+
+def _claimed_ids(
+    *, job_id: str, worker: str, limit: int, lease_s: float, attempt: bool = False
+) -> tuple[list[int], bool]:
+    """The claim of `seed_run_claim` (in its transaction): the ids claimed (their `attempts`
+    counted on with `attempt`), and whether the job had more."""
+    if limit <= 0:
+        return [], False
+    now = timezone.now()
+    # The job row lock serializes claims on one job across workers (PostgreSQL); SQLite
+    # takes its write lock when the transaction begins (transaction_mode IMMEDIATE).
+    # NO KEY: inserting an event takes a key-share lock on the job row, which must not
+    # wait for a claim (a claim may wait for that event's seed row: a deadlock).
+    locked = EvalJob.objects.select_for_update(no_key=True).filter(pk=job_id)
+    job = locked.values("status", "max_concurrent").first()
+    if job is None or job["status"] != JobStatus.RUNNING:
+        return [], False
+    seeds = SeedRun.objects.filter(job_id=job_id)
+    live = seeds.filter(status=SeedStatus.RUNNING, lease_expires_at__gt=now).count()
+    free = job["max_concurrent"] - live
+    slots = min(limit, free)
+    if slots <= 0:
+        return [], False
+    ids = _expired_take(seeds=seeds, slots=slots, now=now)
+    # One more than the slots: is there more to claim than this claim may take?
+    ids += list(
+        seeds.filter(status=SeedStatus.PENDING)
+        .filter(Q(not_before__isnull=True) | Q(not_before__lte=now))
+        .order_by("id")
+        .values_list("id", flat=True)[: slots + 1 - len(ids)]
+    )
+    more = len(ids) > slots and free > slots
+    ids = ids[:slots]
+    if not ids:
+        return [], more
+    claimed = SeedRun.objects.filter(pk__in=ids).filter(
+        Q(status=SeedStatus.PENDING) | Q(status=SeedStatus.RUNNING, lease_expires_at__lte=now)
+    )
+    counted = {"attempts": F("attempts") + 1} if attempt else {}
+    claimed.update(
+        status=SeedStatus.RUNNING,
+        lease_owner=worker,
+        lease_expires_at=now + timedelta(seconds=lease_s),
+        not_before=None,
+        started_at=Coalesce(F("started_at"), Value(now, output_field=DateTimeField())),
+        **counted,
+    )
+    return ids, more
+
+
+def rollouts_claimable_at(*, job_id: str, now: datetime) -> datetime | None:
+    """When a runner could next claim a rollout of the job (`now` or earlier: at once): a
+    pending seed's backoff ends, or a running seed's lease expires (its worker may be gone).
+    None when no rollout is open."""
+    seeds = SeedRun.objects.filter(job_id=job_id)
+    pending = seeds.filter(status=SeedStatus.PENDING).aggregate(
+        at=Min(Coalesce("not_before", Value(now, output_field=DateTimeField())))
+    )["at"]
+    running = seeds.filter(status=SeedStatus.RUNNING).aggregate(at=Min("lease_expires_at"))["at"]
+    return min((at for at in (pending, running) if at is not None), default=None)
+
+
+def job_held_elsewhere(*, job_id: str, worker: str, now: datetime) -> bool:
+    """Whether runners other than `worker` hold live leases on the job's rollouts or
+    judgements (they send the job's message again when their slice ends)."""
+    rollouts = Q(status=SeedStatus.RUNNING, lease_expires_at__gt=now) & ~Q(lease_owner=worker)
+    judging = Q(judge_status=JudgeStatus.RUNNING, judge_lease_expires_at__gt=now) & ~Q(
+        judge_lease_owner=worker
+    )
+    return SeedRun.objects.filter(job_id=job_id).filter(rollouts | judging).exists()
+
+
+def leases_of_lost_workers_release(*, live: set[str], now: datetime) -> set[str]:
+    """Expire the live leases of rollouts and judgements held by worker processes that are
+    not in `live` ("host:pid" of the workers whose heartbeats are recent): they died, and what
+    they held can be taken over now instead of a lease period later. Returns the jobs touched.
+    A worker taken for dead that was not (its heartbeats stopped, its work did not) loses only
+    its writes: results need the lease."""
+    seeds = SeedRun.objects.filter(status=SeedStatus.RUNNING, lease_expires_at__gt=now)
+    judged = SeedRun.objects.filter(
+        judge_status=JudgeStatus.RUNNING, judge_lease_expires_at__gt=now
+    )
+    owners = set(seeds.values_list("lease_owner", flat=True).distinct())
+    owners |= set(judged.values_list("judge_lease_owner", flat=True).distinct())
+    lost = [owner for owner in owners if owner.rsplit(":", 1)[0] not in live]
+    if not lost:
+        return set()
+    jobs = set(seeds.filter(lease_owner__in=lost).values_list("job_id", flat=True))
+    jobs |= set(judged.filter(judge_lease_owner__in=lost).values_list("job_id", flat=True))
+    seeds.filter(lease_owner__in=lost).update(lease_expires_at=now)
+    judged.filter(judge_lease_owner__in=lost).update(judge_lease_expires_at=now)
+    return jobs
 
 
 def _expired_take(*, seeds, slots: int, now) -> list[int]:
@@ -136,47 +217,13 @@ def _expired_take(*, seeds, slots: int, now) -> list[int]:
     if not expired:
         return []
     expired_ids = [i for i, _ in expired]
-    _attempts_abandon(seed_run_ids=expired_ids, error="the worker running it stopped")
+    attempts_abandon(seed_run_ids=expired_ids, error="the worker running it stopped")
     SeedRun.objects.filter(pk__in=expired_ids).update(losses=F("losses") + 1)
     max_losses = settings.EVALHUB_SEED_MAX_LOSSES
     spent = [i for i, n in expired if n + 1 >= max_losses]
     if spent:
         _seed_runs_fail_spent(seed_run_ids=spent, now=now)
     return [i for i, n in expired if n + 1 < max_losses]
-
-
-def _free_slots(*, seeds, job: EvalJob, worker: str, now) -> tuple[int, int, bool]:
-    """What `worker` may claim now, its share, and whether it holds seeds of the job. It may
-    claim the job's free slots (`max_concurrent` minus every live lease), and no more than its
-    share: its fair part of `max_concurrent` among the runners holding seeds of the job or
-    waiting for some (`RunnerWait`), itself included. A runner that joins a running job gets
-    its part as the others' rollouts end, instead of racing them for slots."""
-    held = dict(
-        seeds.filter(status=SeedStatus.RUNNING, lease_expires_at__gt=now)
-        .values_list("lease_owner")
-        .annotate(n=Count("id"))
-        .order_by()
-    )
-    runners = len(held.keys() | runners_waiting(job_id=job.pk, now=now) | {worker})
-    share = -(-job.max_concurrent // runners)
-    mine = held.get(worker, 0)
-    return min(job.max_concurrent - sum(held.values()), share - mine), share, mine > 0
-
-
-def runners_waiting(*, job_id, now) -> set[str]:
-    """The runners of the job that asked for seeds in the last RUNNER_WAIT_S and got none."""
-    recent = now - timedelta(seconds=RUNNER_WAIT_S)
-    return set(
-        RunnerWait.objects.filter(job_id=job_id, seen_at__gt=recent).values_list(
-            "worker", flat=True
-        )
-    )
-
-
-def _attempts_abandon(*, seed_run_ids: list[int], error: str) -> None:
-    RolloutAttempt.objects.filter(
-        seed_run_id__in=seed_run_ids, status=AttemptStatus.RUNNING
-    ).update(status=AttemptStatus.ABANDONED, finished_at=timezone.now(), error=error)
 
 
 def _seed_runs_fail_spent(*, seed_run_ids: list[int], now) -> None:
@@ -206,57 +253,6 @@ def seed_run_lease_renew(*, seed_run_ids: list[int], worker: str, lease_s: float
     )
     held.update(lease_expires_at=timezone.now() + timedelta(seconds=lease_s))
     return set(held.values_list("id", flat=True))
-
-
-def rollout_attempt_start(
-    *, seed_run: SeedRun, token_hash: str, worker: str = ""
-) -> RolloutAttempt:
-    """Count and record the start of the seed's next attempt, with a fresh run id; updates
-    `seed_run.attempts` to its number."""
-    return rollout_attempts_start(seed_runs=[seed_run], token_hashes=[token_hash], worker=worker)[0]
-
-
-def rollout_attempts_start(
-    *, seed_runs: list[SeedRun], token_hashes: list[str], worker: str = ""
-) -> list[RolloutAttempt]:
-    """`rollout_attempt_start` for several seed runs at once, in one transaction."""
-    ids = [seed_run.pk for seed_run in seed_runs]
-    with transaction.atomic():
-        SeedRun.objects.filter(pk__in=ids).update(attempts=F("attempts") + 1)
-        numbers = dict(SeedRun.objects.filter(pk__in=ids).values_list("id", "attempts"))
-        now = timezone.now()
-        for seed_run in seed_runs:
-            seed_run.attempts = numbers[seed_run.pk]
-        return RolloutAttempt.objects.bulk_create(
-            RolloutAttempt(
-                seed_run=seed_run,
-                worker=worker,
-                number=seed_run.attempts,
-                run_id=f"run-{secrets.token_hex(12)}",
-                token_hash=token_hash,
-                status=AttemptStatus.RUNNING,
-                started_at=now,
-            )
-            for seed_run, token_hash in zip(seed_runs, token_hashes, strict=True)
-        )
-
-
-def rollout_attempt_finish(*, end: AttemptEnd) -> None:
-    rollout_attempts_finish(ends=[end])
-
-
-def rollout_attempts_finish(*, ends: list[AttemptEnd]) -> None:
-    """Record how the attempts ended: one statement, run for each."""
-    now = timezone.now()
-    rows_update(
-        RolloutAttempt,
-        [
-            ({"id": end.attempt_id, "status": AttemptStatus.RUNNING},
-             {"status": end.status, "http_status": end.http_status, "error": end.error,
-              "latency_ms": end.latency_ms, "finished_at": now})
-            for end in ends
-        ],
-    )  # fmt: skip
 
 
 def _held(worker: str) -> dict[str, Any]:
@@ -310,17 +306,29 @@ def seed_runs_finish(*, worker: str, finishes: list[SeedFinish]) -> list[bool]:
     with transaction.atomic():
         rollout_attempts_finish(ends=[f.attempt for f in finishes if f.attempt is not None])
         ids = [f.seed_run_id for f in finishes]
-        held = set(
-            _held_seed_runs(seed_run_ids=ids, worker=worker)
+        held = {
+            row[0]: row[1:]
+            for row in _held_seed_runs(seed_run_ids=ids, worker=worker)
             .select_for_update()
-            .values_list("id", flat=True)
-        )
+            .values_list("id", "job_id", "seed", "repeat", "attempts")
+        }
         written = [f.seed_run_id in held for f in finishes]
         rows_update(SeedRun, [_result_row(f, worker) for f in finishes if f.seed_run_id in held])
-        done = [i for i in ids if i in held]
-        if done:
-            seed_events_append(seed_run_ids=done)
+        if held:
+            # Each event says what was just written: the rows are not read again for it.
+            seed_events_append(
+                seed_run_ids=[f.seed_run_id for f in finishes if f.seed_run_id in held],
+                rows={f.seed_run_id: _event_row(f, *held[f.seed_run_id]) for f in finishes
+                      if f.seed_run_id in held},
+            )  # fmt: skip
     return written
+
+
+def _event_row(finish: SeedFinish, job_id: str, seed: int, repeat: int, attempts: int) -> tuple:
+    """(job id, the fields of `jobs.events.SEED_FIELDS`) of a result as `_result_row` writes it."""
+    result = finish.result
+    return (job_id, seed, repeat, finish.status, result.scores.score, result.error, attempts,
+            result.latency_ms)  # fmt: skip
 
 
 def _result_row(finish: SeedFinish, worker: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -348,13 +356,15 @@ def seed_run_retry_later(
     delay_s: float,
     error: str,
     attempt: AttemptEnd | None = None,
-    charged: bool = True,
+    charged: bool | None = True,
 ) -> bool:
     """Give the seed back (pending) after a transient failure; no worker may start it before
     `delay_s` seconds have passed. A `charged` failure was the task app's and counts against
-    its attempts; one that was ours (`charged=False`) counts as a loss."""
+    its attempts; one that was ours (`charged=False`) counts as a loss; back-pressure from the
+    environment (`charged=None`) counts as neither."""
     now = timezone.now()
-    counter = "failures" if charged else "losses"
+    counter = {True: "failures", False: "losses", None: ""}[charged]
+    counted = {counter: F(counter) + 1} if counter else {}
     with transaction.atomic():
         if attempt is not None:
             rollout_attempt_finish(end=attempt)
@@ -363,19 +373,6 @@ def seed_run_retry_later(
             status=SeedStatus.PENDING,
             not_before=now + timedelta(seconds=delay_s),
             error=error,
-            **{counter: F(counter) + 1},
+            **counted,
         )
     return bool(updated)
-
-
-def seed_runs_cancel(*, seed_run_ids: list[int], worker: str) -> int:
-    """The job was cancelled while `worker` ran these: mark them and their attempts cancelled."""
-    now = timezone.now()
-    with transaction.atomic():
-        held = _held_seed_runs(seed_run_ids=seed_run_ids, worker=worker)
-        ids = list(held.values_list("id", flat=True))
-        _release(held, status=SeedStatus.CANCELLED, error="cancelled", finished_at=now)
-        RolloutAttempt.objects.filter(seed_run_id__in=ids, status=AttemptStatus.RUNNING).update(
-            status=AttemptStatus.CANCELLED, finished_at=now, error="cancelled"
-        )
-    return len(ids)

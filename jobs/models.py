@@ -58,7 +58,7 @@ class EvalJob(models.Model):
 
     task_app_url = models.CharField(max_length=2048)
     # What speaks at task_app_url: a synth task app, an MCP-Gym or an OpenEnv server
-    # (jobs.environments.kinds).
+    # (jobs.kinds).
     task_app_kind = models.CharField(max_length=16, default="synth")
     # Fernet ciphertext (evalhub.crypto); empty when the client sent no key.
     task_app_api_key_encrypted = models.TextField(blank=True, default="")
@@ -85,7 +85,7 @@ class EvalJob(models.Model):
     # The job's LLM calls when that zip was built ("<count>:<newest id>"): a call saved since
     # (the web processes save each one a moment after answering it) has the zip built again.
     traces_zip_calls = models.CharField(max_length=64, blank=True, default="")
-    # When a worker began building the members of its zip (traces.members): one at a time.
+    # When a worker began building the members of its zip (traces.zip.members): one at a time.
     traces_members_at = models.DateTimeField(null=True, blank=True)
     # Last sign of life of a runner working on the job, and the last time the job was handed to
     # the workers: the periodic re-dispatch uses both to find jobs nobody is working on.
@@ -104,16 +104,32 @@ class EvalJob(models.Model):
     # to stop a broken job: more failed samples than `max_failures` (a count when >= 1, else a
     # fraction of the samples). See jobs.stats and jobs.stopping.
     repeats = models.PositiveIntegerField(default=1)
+    # The job's samples (its seed runs): num_seeds x repeats, or for a re-judgement the
+    # rollouts it judges again. Set when the job is made; what every progress counts towards.
+    num_samples = models.PositiveIntegerField(default=0)
     pass_threshold = models.FloatField(default=1.0)
     max_failures = models.FloatField(null=True, blank=True)
     # What people call the job, and how they find it again.
     name = models.CharField(max_length=200, blank=True, default="")
     tags = models.JSONField(default=list, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
+    # Where the job's score figures come from (`RewardSource`, jobs.labels): its samples' own
+    # scores, or people's labels where a sample has them ("human_else_task_app").
+    reward_source = models.CharField(max_length=32, blank=True, default="")
     # The job this one reran (POST /rerun), if any.
     parent_job = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="reruns"
     )
+    # The job whose recorded LLM answers this one replays (docs/replay.md), and what a call
+    # that does not match its recording gets: "fail" (an error, the sample fails) or "call"
+    # (the provider answers it, live). Empty for a job that replays nothing.
+    replay_of = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="replays"
+    )
+    replay_on_miss = models.CharField(max_length=4, blank=True, default="", db_default="")
+    # {"scope": "job" | "account", "ttl_s": seconds}: a call identical to an earlier one of the
+    # same repeat index (in this job, or any job of the account) is answered with its answer.
+    cache = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -149,6 +165,10 @@ class SeedStatus(models.TextChoices):
     CANCELLED = "cancelled"
 
 
+# Every seed error that means "no connection could be made to the environment" begins so; a
+# job whose every seed failed so ends `failed` (jobs.services.job_finish_if_done).
+CONNECTION_ERROR_PREFIX = "task app unreachable"
+
 TERMINAL_SEED_STATUSES = (SeedStatus.SUCCEEDED, SeedStatus.FAILED, SeedStatus.CANCELLED)
 
 
@@ -164,6 +184,20 @@ class JudgeStatus(models.TextChoices):
 
 
 OPEN_JUDGE_STATUSES = (JudgeStatus.PENDING, JudgeStatus.RUNNING)
+OPEN_SEED_STATUSES = (SeedStatus.PENDING, SeedStatus.RUNNING)
+
+
+class SeedRunQuerySet(models.QuerySet):
+    def rollouts_open(self) -> SeedRunQuerySet:
+        """Samples whose rollout is still to run or running."""
+        return self.filter(status__in=OPEN_SEED_STATUSES)
+
+    def open(self) -> SeedRunQuerySet:
+        """Samples with work left: their rollout, or their judgement (jobs/verifier/). A job
+        with none is over; closing a job closes every one of them (jobs.leases.samples_close)."""
+        return self.filter(
+            models.Q(status__in=OPEN_SEED_STATUSES) | models.Q(judge_status__in=OPEN_JUDGE_STATUSES)
+        )
 
 
 class SeedRun(models.Model):
@@ -219,6 +253,8 @@ class SeedRun(models.Model):
         "RolloutAttempt", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
 
+    objects = SeedRunQuerySet.as_manager()
+
     class Meta:
         ordering = ["job", "seed", "repeat"]
         constraints = [
@@ -261,6 +297,10 @@ class RolloutAttempt(models.Model):
     # LLM calls the interceptor let through for this attempt, counted in the database so that
     # its `max_llm_calls` holds however many web processes serve the calls (traces/interceptor).
     llm_calls_admitted = models.PositiveIntegerField(default=0, db_default=0)
+    # In a replay (traces.calls.replay): the attempt's LLM calls numbered so far, however many
+    # web processes serve them, and the first call that did not match its recording.
+    replay_calls = models.PositiveIntegerField(default=0, db_default=0)
+    replay_divergence = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["seed_run", "number"]
@@ -302,17 +342,39 @@ class JobFigures(models.Model):
         ]
 
 
-class RunnerWait(models.Model):
-    """A runner of a job that asked for seeds and got none, the others holding every slot it
-    may use. It counts in the fair share of the job's `max_concurrent` (jobs.leases) while
-    `seen_at` is recent, so the runners holding the slots leave it its part as rollouts end
-    instead of claiming them back before it looks again."""
+class Verdict(models.TextChoices):
+    """What a person says of a sample (jobs.labels)."""
 
-    job = models.ForeignKey(EvalJob, on_delete=models.CASCADE, related_name="+")
-    worker = models.CharField(max_length=128)
-    seen_at = models.DateTimeField()
+    PASS = "pass"
+    FAIL = "fail"
+    UNSURE = "unsure"
+
+
+class RewardSource(models.TextChoices):
+    """Where a job's score figures come from (`EvalJob.reward_source`, jobs.labels)."""
+
+    JOB = "", "the samples' own scores"
+    HUMAN_ELSE_TASK_APP = "human_else_task_app", "people's labels where present, else the job's"
+
+
+class SampleLabel(models.Model):
+    """A person's label of one sample: made by hand, so nothing automatic removes it (a retry
+    keeps the seed run, a rerun or a re-judgement points at it, retention prunes trace content
+    only). One per author
+    and sample, edited in place by its author (jobs.labels)."""
+
+    seed_run = models.ForeignKey(SeedRun, on_delete=models.CASCADE, related_name="labels")
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    verdict = models.CharField(max_length=8, choices=Verdict.choices)
+    # The score the person would have given, in [0, 1]; None: only the verdict.
+    score = models.FloatField(null=True, blank=True)
+    notes = models.TextField(blank=True, default="")
+    tags = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
+        ordering = ["seed_run", "created_at", "id"]
         constraints = [
-            models.UniqueConstraint(fields=["job", "worker"], name="runner_wait_unique_worker")
+            models.UniqueConstraint(fields=["seed_run", "author"], name="label_unique_author")
         ]

@@ -7,19 +7,36 @@ from typing import Any
 
 from jobs import selectors
 from jobs.events import EventType
+from jobs.fields import url_shown
 from jobs.models import EvalJob, JobEvent
+
+# Fields a list of jobs never reads (the API's and the dashboard's): a job's own page has them.
+LIST_DEFERRED = ("metadata",)
 
 
 def job_config(job: EvalJob) -> dict[str, Any]:
-    """The job's configuration as shown to people: secrets appear as set/unset only."""
+    """The job's configuration as shown to people: secrets appear as set/unset only, and
+    credentials in the task app's URL as `<redacted>`."""
     return {
-        "task_app_url": job.task_app_url,
+        "task_app_url": url_shown(job.task_app_url),
         "task_app_kind": job.task_app_kind,
         "task_app_api_key": "set" if job.has_task_app_api_key else None,
         "has_task_app_api_key": job.has_task_app_api_key,
         "app_id": job.app_id,
         "env_name": job.env_name,
         "seeds_count": job.num_seeds,
+        **job_settings(job),
+        "judged_from": job.judged_from_id,  # a re-judgement of that job (jobs/verifier/)
+        # A replay of that job's recorded LLM answers, and what a miss gets (docs/replay.md).
+        "replay_of": job.replay_of_id,
+        "replay_on_miss": job.replay_on_miss or None,
+    }
+
+
+def job_settings(job: EvalJob) -> dict[str, Any]:
+    """How the job runs, as its create body says it (shown in its configuration, and the body
+    a replay of it starts from, jobs.replays)."""
+    return {
         "policy": job.policy,
         "env_config": job.env_config,
         "verifier_config": job.verifier_config,
@@ -29,20 +46,25 @@ def job_config(job: EvalJob) -> dict[str, Any]:
         "max_cost_usd": job.max_cost_usd,
         "max_tokens": job.max_tokens,
         "rollout_limits": job.rollout_limits,
-        "judged_from": job.judged_from_id,  # a re-judgement of that job (jobs/verifier/)
         "repeats": job.repeats,
         "pass_threshold": job.pass_threshold,
         "max_failures": job.max_failures,
+        "cache": job.cache,  # identical calls answered with an earlier answer: {scope, ttl_s}
     }
 
 
 def job_status_body(job: EvalJob, progress: dict[str, int] | None = None) -> dict[str, Any]:
     """GET /api/eval/jobs/{id}: status, timestamps, configuration and progress."""
+    return {**job_list_body(job, progress), "metadata": job.metadata}
+
+
+def job_list_body(job: EvalJob, progress: dict[str, int] | None = None) -> dict[str, Any]:
+    """A job in GET /api/eval/jobs: its status without `metadata` (up to
+    EVALHUB_MAX_METADATA_BYTES each; the list does not even read it: `LIST_DEFERRED`)."""
     return {
         "job_id": job.id,
         "name": job.name,
         "tags": job.tags,
-        "metadata": job.metadata,
         "parent_job_id": job.parent_job_id,
         "status": job.status,
         "error": job.error,
@@ -52,6 +74,13 @@ def job_status_body(job: EvalJob, progress: dict[str, int] | None = None) -> dic
         "config": job_config(job),
         "results": progress if progress is not None else selectors.job_progress(job=job),
     }
+
+
+def job_warnings(job: EvalJob) -> list[dict[str, Any]]:
+    """The fields of the job's request evalhub did not know, each with the closest known one
+    (`{"field", "closest", "message"}`; jobs.fields.unknown_fields), as its create answered."""
+    warnings = selectors.job_created_data(job=job).get("warnings")
+    return warnings if isinstance(warnings, list) else []
 
 
 def event_body(event: JobEvent) -> dict[str, Any]:

@@ -7,8 +7,29 @@ the answer's `reward_info` (synth-ai 0.5.0 and later) or its `metrics` (0.4.x).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 from typing import Any
+
+from django.db.models import Case, F, FloatField, Q, Value, When
+
+# The bounds a stored score must lie strictly between to be read as one (NaN lies within none).
+_INF = float("inf")
+
+
+def finite_or_none(value: Any) -> float | None:
+    """A stored score as it is read: a number that is not finite (NaN, an infinity, which
+    PostgreSQL keeps in a float column) is a missing score, never a figure."""
+    if value is None or not math.isfinite(value):
+        return None
+    return value
+
+
+def score_or_zero_sql(name: str = "score") -> Case:
+    """The database's value of a sample for a mean, as `jobs.stats` counts it: its score, 0 when
+    it has none or a stored one that is not finite (PostgreSQL orders NaN above infinity)."""
+    finite = Q(**{f"{name}__gt": -_INF, f"{name}__lt": _INF})
+    return Case(When(finite, then=F(name)), default=Value(0.0), output_field=FloatField())
 
 
 @dataclass(frozen=True)
@@ -33,8 +54,9 @@ class Scores:
 
     @classmethod
     def of(cls, seed_run: Any) -> Scores:
-        """The scores stored on a seed run (or any object with the same fields)."""
-        return cls(**{name: getattr(seed_run, name) for name in FIELDS})
+        """The scores stored on a seed run (or any object with the same fields); one stored
+        that is not finite is missing (`finite_or_none`)."""
+        return cls(**{name: finite_or_none(getattr(seed_run, name)) for name in FIELDS})
 
     def as_fields(self) -> dict[str, float | None]:
         """The seed run's model fields and their values, for an update or a create."""

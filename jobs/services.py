@@ -18,27 +18,29 @@ from django.db import IntegrityError, OperationalError, transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
-from evalhub import crypto
+from evalhub import crypto, revocations
 from jobs.bulk import seed_runs_insert
 from jobs.dispatch import job_dispatch, job_traces_zip_dispatch
 from jobs.events import EventType, job_event_append
+from jobs.leases import leases_of_lost_workers_release
 from jobs.models import (
+    CONNECTION_ERROR_PREFIX,
     OPEN_JUDGE_STATUSES,
     AttemptStatus,
     EvalJob,
     JobStatus,
+    JudgeStatus,
     RolloutAttempt,
     SeedRun,
     SeedStatus,
 )
-from jobs.taskapp import CONNECTION_ERROR_PREFIX
 
 CANCEL_TRIES = 5
 
 
 @dataclass(frozen=True)
 class JobSpec:
-    """A validated job request (see jobs.api.JobCreateInput)."""
+    """A validated job request (see jobs.api.jobs.JobCreateInput)."""
 
     task_app_url: str
     seeds: list[int]
@@ -62,6 +64,14 @@ class JobSpec:
     metadata: dict[str, Any] = field(default_factory=dict)
     parent_job_id: str | None = None
     task_app_kind: str = "synth"
+    # The job whose recorded LLM answers this one replays, and what a miss gets (jobs.replays).
+    replay_of_id: str | None = None
+    replay_on_miss: str = ""
+    # Identical calls answered with an earlier answer: {scope, ttl_s} (docs/replay.md).
+    cache: dict[str, Any] | None = None
+    # What the request held that evalhub did not use (jobs.fields.unknown_fields): kept in the
+    # job's `created` event and shown with the job (jobs.public.job_warnings).
+    warnings: list[dict[str, Any]] = field(default_factory=list)
 
 
 class IdempotencyConflict(Exception):
@@ -125,13 +135,21 @@ def _job_create(owner, spec: JobSpec, idempotency_key: str, fingerprint: str) ->
             max_tokens=spec.max_tokens,
             rollout_limits=spec.rollout_limits,
             num_seeds=len(spec.seeds),
+            num_samples=len(spec.seeds) * spec.repeats,
+            replay_of_id=spec.replay_of_id,
+            replay_on_miss=spec.replay_on_miss,
+            cache=spec.cache,
             **job_numbers_fields(spec),
         )
         seed_runs_insert(job=job, seeds=spec.seeds, repeats=spec.repeats)  # jobs.bulk
         job_event_append(
             job_id=job.id,
             type=EventType.JOB_CREATED,
-            data={"num_seeds": len(spec.seeds), "num_samples": len(spec.seeds) * spec.repeats},
+            data={
+                "num_seeds": job.num_seeds,
+                "num_samples": job.num_samples,
+                **({"warnings": spec.warnings} if spec.warnings else {}),
+            },
         )
         transaction.on_commit(lambda: job_dispatch(job.id))
     return job
@@ -151,8 +169,8 @@ def job_numbers_fields(spec: JobSpec) -> dict[str, Any]:
 
 
 def job_cancel(*, job: EvalJob) -> EvalJob:
-    """Stop the job: no new claims, pending seeds cancelled. Workers abort what is in flight
-    when they next look at the job (they check it every second or so). Never fails for
+    """Stop the job: no new claims, its open samples closed (`samples_close`). Workers abort
+    what is in flight when they next look at the job (every POLL_S). Never fails for
     contention: a transaction the database chose to break is tried again."""
     for attempt in range(1, CANCEL_TRIES):
         try:
@@ -175,14 +193,32 @@ def _job_cancel(*, job_id: str) -> EvalJob:
         job.cancel_requested_at = now
         job.completed_at = now
         job.save(update_fields=["status", "cancel_requested_at", "completed_at"])
-        SeedRun.objects.filter(job=job, status=SeedStatus.PENDING).update(
-            status=SeedStatus.CANCELLED, finished_at=now, error="cancelled"
-        )
-        SeedRun.objects.filter(job=job, judge_status__in=OPEN_JUDGE_STATUSES).update(
-            judge_status="cancelled", verifier_error="cancelled"
-        )  # the judge workers stop theirs when they next look at the job
+        samples_close(job_id=job.id, status=SeedStatus.CANCELLED, error="cancelled", now=now)
         job_event_append(job_id=job.id, type=EventType.JOB_CANCELLED, data={})
     return job
+
+
+def samples_close(*, job_id: str, status: str, error: str, now) -> int:
+    """Close every open sample of a job that ended early (cancelled, failed, stopped for
+    `max_failures`), by one rule: its rollouts, pending or running, end `status` with `error`
+    and give their leases up (a runner still at work on one can write nothing more: every
+    write of a result needs the lease, jobs.leases); their running attempts end `cancelled`
+    (so their interceptor URLs close); open judgements end `cancelled`. Returns the number of
+    rollouts closed. Call it in the transaction that ends the job."""
+    samples = SeedRun.objects.filter(job_id=job_id)
+    running = RolloutAttempt.objects.filter(
+        seed_run__in=samples.rollouts_open(), status=AttemptStatus.RUNNING
+    )
+    revocations.publish_on_commit(running.values_list("id", flat=True))
+    running.update(status=AttemptStatus.CANCELLED, finished_at=now, error=error)
+    closed = samples.rollouts_open().update(
+        status=status, error=error, finished_at=now, lease_owner="", lease_expires_at=None
+    )
+    samples.filter(judge_status__in=OPEN_JUDGE_STATUSES).update(
+        judge_status=JudgeStatus.CANCELLED, judge_lease_owner="", judge_lease_expires_at=None,
+        verifier_error=error,
+    )  # fmt: skip
+    return closed
 
 
 def job_start(*, job_id: str) -> EvalJob | None:
@@ -206,15 +242,7 @@ def job_fail(*, job_id: str, error: str) -> bool:
         ).update(status=JobStatus.FAILED, error=error, completed_at=now)
         if not updated:
             return False
-        SeedRun.objects.filter(
-            job_id=job_id, status__in=[SeedStatus.PENDING, SeedStatus.RUNNING]
-        ).update(
-            status=SeedStatus.FAILED, error=error, finished_at=now, lease_owner="",
-            lease_expires_at=None,
-        )  # fmt: skip
-        RolloutAttempt.objects.filter(seed_run__job_id=job_id, status=AttemptStatus.RUNNING).update(
-            status=AttemptStatus.ABANDONED, finished_at=now, error=error
-        )
+        samples_close(job_id=job_id, status=SeedStatus.FAILED, error=error, now=now)
         job_event_append(job_id=job_id, type=EventType.JOB_FAILED, data={"error": error})
     return True
 
@@ -231,17 +259,13 @@ def job_finish_if_done(
     """When no seed is pending or running any more, end the job: `completed`, or `failed` when
     not one seed succeeded and every one failed because the task app could not be reached.
     `summarize` gives the summary the `completed` event carries (it sums LLM calls, which is
-    traces' business: the worker passes `traces.totals.job_summary`). Returns the new status,
+    traces' business: the worker passes `traces.results.totals.job_summary`). Returns the new status,
     or None when the job is not finished (or someone else ended it)."""
     with transaction.atomic():
         job = EvalJob.objects.select_for_update(no_key=True).filter(pk=job_id).first()
         if job is None or job.status != JobStatus.RUNNING:
             return None
-        open_seeds = SeedRun.objects.filter(job_id=job_id).filter(
-            Q(status__in=[SeedStatus.PENDING, SeedStatus.RUNNING])
-            | Q(judge_status__in=OPEN_JUDGE_STATUSES)  # judgements to wait for (jobs/verifier/)
-        )
-        if open_seeds.exists():
+        if SeedRun.objects.filter(job_id=job_id).open().exists():
             return None
         ended = list(
             SeedRun.objects.filter(job_id=job_id)
@@ -272,22 +296,23 @@ def job_finish_if_done(
     return job.status
 
 
-def jobs_redispatch(*, now=None) -> list[str]:
-    """Jobs nobody works on any more: not over, seeds left to run, and no runner has shown a
-    sign of life (nor has the job been handed out) for a lease period. Marks them dispatched
-    and returns their ids; the caller enqueues them. Also tidies cancelled jobs whose running
-    seeds lost their worker."""
+def jobs_redispatch(*, now=None, live: set[str] | None = None) -> list[str]:
+    """Jobs nobody works on any more: not over, samples left to run or judge, and no runner
+    has shown a sign of life (nor has the job been handed out) for a lease period; and, when
+    `live` names the worker processes alive ("host:pid", from their heartbeats), the jobs
+    whose leases were held by a worker that is not: those leases end now. Marks them
+    dispatched and returns their ids; the caller enqueues them."""
     now = now or timezone.now()
+    lost = set()
+    if live is not None:
+        lost = leases_of_lost_workers_release(live=live, now=now)
+        EvalJob.objects.filter(pk__in=lost).update(dispatched_at=now)
     stale = now - timedelta(seconds=settings.EVALHUB_LEASE_S)
-    open_seeds = SeedRun.objects.filter(job=OuterRef("pk")).filter(
-        Q(status__in=[SeedStatus.PENDING, SeedStatus.RUNNING])
-        | Q(judge_status__in=OPEN_JUDGE_STATUSES)
-    )
     candidates = (
         EvalJob.objects.filter(status__in=[JobStatus.PENDING, JobStatus.RUNNING])
         .filter(Q(runner_seen_at__isnull=True) | Q(runner_seen_at__lt=stale))
         .filter(Q(dispatched_at__isnull=True, created_at__lt=stale) | Q(dispatched_at__lt=stale))
-        .filter(Exists(open_seeds))
+        .filter(Exists(SeedRun.objects.filter(job=OuterRef("pk")).open()))
         .values_list("id", flat=True)
     )
     job_ids = []
@@ -299,17 +324,4 @@ def jobs_redispatch(*, now=None) -> list[str]:
             .update(dispatched_at=now)
         ):
             job_ids.append(job_id)
-    # Running seeds of cancelled jobs whose worker died would otherwise stay running forever.
-    orphans = SeedRun.objects.filter(
-        job__status=JobStatus.CANCELLED, status=SeedStatus.RUNNING, lease_expires_at__lte=now
-    )
-    orphan_ids = list(orphans.values_list("id", flat=True))
-    if orphan_ids:
-        RolloutAttempt.objects.filter(
-            seed_run_id__in=orphan_ids, status=AttemptStatus.RUNNING
-        ).update(status=AttemptStatus.CANCELLED, finished_at=now, error="cancelled")
-        SeedRun.objects.filter(pk__in=orphan_ids, status=SeedStatus.RUNNING).update(
-            status=SeedStatus.CANCELLED, error="cancelled", finished_at=now, lease_owner="",
-            lease_expires_at=None,
-        )  # fmt: skip
-    return job_ids
+    return sorted(lost | set(job_ids))

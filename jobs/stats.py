@@ -1,7 +1,7 @@
 """The figures of a job and of a comparison of two jobs, from per-sample scores alone: pure
 Python, no database, a seeded RNG so the same samples always give the same figures.
 
-Definitions (the README says them too):
+Definitions (docs/figures.md says them too):
 - a *sample* is one run of one seed (a job runs each seed `repeats` times); a finished sample
   is one that succeeded or failed (cancelled and pending ones are not counted);
 - a sample's *value* is its score, and 0 when it failed or reported no score;
@@ -45,6 +45,12 @@ class Sample:
     repeat: int
     status: str
     score: float | None
+
+    def __post_init__(self) -> None:
+        # A score that is not finite (NaN, an infinity) is a missing one, as
+        # jobs.scores.finite_or_none reads it: none reaches a figure.
+        if self.score is not None and not math.isfinite(self.score):
+            object.__setattr__(self, "score", None)
 
     @property
     def finished(self) -> bool:
@@ -198,6 +204,13 @@ def ordered_job_figures(
     }
 
 
+def paired_outcome(delta: float) -> str:
+    """A seed's difference as `paired_figures` counts it: a win, a loss or a tie."""
+    if delta > TIE:
+        return "win"
+    return "loss" if delta < -TIE else "tie"
+
+
 def paired_figures(base: dict[int, float], candidate: dict[int, float]) -> dict:
     """Compare two jobs on the seeds both ran (each seed's mean value): wins, losses, ties, the
     mean difference (candidate - base) with a paired bootstrap 95% interval over seeds and the
@@ -205,11 +218,12 @@ def paired_figures(base: dict[int, float], candidate: dict[int, float]) -> dict:
     common = sorted(set(base) & set(candidate))
     deltas = [candidate[s] - base[s] for s in common]
     interval = bootstrap_mean_ci(deltas)
+    outcomes = [paired_outcome(d) for d in deltas]
     return {
         "num_seeds": len(common),
-        "wins": sum(d > TIE for d in deltas),
-        "losses": sum(d < -TIE for d in deltas),
-        "ties": sum(abs(d) <= TIE for d in deltas),
+        "wins": outcomes.count("win"),
+        "losses": outcomes.count("loss"),
+        "ties": outcomes.count("tie"),
         "mean_difference": statistics.fmean(deltas) if deltas else None,
         "mean_difference_ci95": list(interval) if interval else None,
         "p_value": sign_flip_p_value(deltas),

@@ -12,7 +12,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from jobs.events import EventType, job_event_append
-from jobs.models import AttemptStatus, EvalJob, JobStatus, RolloutAttempt, SeedRun, SeedStatus
+from jobs.models import EvalJob, JobStatus, SeedRun, SeedStatus
+from jobs.services import samples_close
 
 STOPPED = "cancelled: the job failed more samples than max_failures allows"
 
@@ -23,7 +24,7 @@ def failure_limit(job: EvalJob) -> int | None:
         return None
     if job.max_failures >= 1:
         return int(job.max_failures)
-    return math.floor(job.max_failures * job.num_seeds * job.repeats)
+    return math.floor(job.max_failures * job.num_samples)
 
 
 def job_stop_if_broken(*, job_id: str) -> bool:
@@ -43,20 +44,13 @@ def job_stop_if_broken(*, job_id: str) -> bool:
         common, times = errors.most_common(1)[0]
         job.status = JobStatus.FAILED
         job.error = (
-            f"{count} of {job.num_seeds * job.repeats} samples failed, more than max_failures "
+            f"{count} of {job.num_samples} samples failed, more than max_failures "
             f"({limit}); most common error ({times}x): {common}"
         )
         job.completed_at = timezone.now()
         job.save(update_fields=["status", "error", "completed_at"])
-        open_runs = SeedRun.objects.filter(
-            job_id=job_id, status__in=[SeedStatus.PENDING, SeedStatus.RUNNING]
+        samples_close(
+            job_id=job_id, status=SeedStatus.CANCELLED, error=STOPPED, now=job.completed_at
         )
-        RolloutAttempt.objects.filter(seed_run__in=open_runs, status=AttemptStatus.RUNNING).update(
-            status=AttemptStatus.CANCELLED, finished_at=job.completed_at, error=STOPPED
-        )
-        open_runs.update(
-            status=SeedStatus.CANCELLED, error=STOPPED, finished_at=job.completed_at,
-            lease_owner="", lease_expires_at=None,
-        )  # fmt: skip
         job_event_append(job_id=job_id, type=EventType.JOB_FAILED, data={"error": job.error})
     return True

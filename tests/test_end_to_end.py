@@ -18,6 +18,7 @@ from openai import AsyncOpenAI, OpenAIError
 from jobs.apikeys import api_key_create_for_username
 from jobs.models import EvalJob
 from tests.support import servers
+from tests.support.jobs import api_job_run
 
 SERVER_KEY = "sk-provider-key-only-the-server-holds"
 TASK_APP_KEY = "task-app-key-4d5e6f"
@@ -99,18 +100,9 @@ def system(transactional_db, celery_queue, fake_upstream, worker_factory):
 
 
 def run_job(base: str, headers: dict[str, str], body: dict) -> tuple[str, dict]:
-    created = httpx.post(f"{base}/api/eval/jobs", json=body, headers=headers, timeout=30)
-    assert created.status_code == 201, created.text
-    job_id = created.json()["job_id"]
-
-    def finished():
-        status = httpx.get(f"{base}/api/eval/jobs/{job_id}", headers=headers, timeout=30).json()
-        return status if status["status"] in ("completed", "failed", "cancelled") else None
-
-    status = servers.wait_until(finished, timeout=120, interval=0.3, what=f"job {job_id} to end")
-    assert status["status"] == "completed", status
-    results = httpx.get(f"{base}/api/eval/jobs/{job_id}/results", headers=headers, timeout=30)
-    return job_id, results.json()
+    run = api_job_run(base, headers, body)
+    assert run["status"]["status"] == "completed", run["status"]
+    return run["job_id"], run["results"]
 
 
 @pytest.mark.worker

@@ -4,7 +4,7 @@ supervisor starts it again (evalhub.runall)."""
 from __future__ import annotations
 
 from evalhub.celery import Liveness
-from evalhub.runall import MAX_RESTARTS, RESTART_WINDOW_S, Supervisor
+from evalhub.runall import MAX_RESTARTS, QUICK_EXIT_S, RESTART_WINDOW_S, Supervisor
 
 
 def test_a_consumer_that_ticks_is_left_alone():
@@ -80,10 +80,11 @@ def test_the_supervisor_gives_up_on_a_child_that_keeps_failing():
     now = [0.0]
     supervisor = Supervisor({"worker": ["worker"]}, start=FakeProc, clock=lambda: now[0])
     for _ in range(MAX_RESTARTS):
+        now[0] += QUICK_EXIT_S  # each ran a moment (one exiting at once is another rule)
         supervisor.procs["worker"].code = 3
         supervisor.check()
-        now[0] += 1
     assert not supervisor.stopping
+    now[0] += QUICK_EXIT_S
     supervisor.procs["worker"].code = 3
     supervisor.check()
     assert supervisor.stopping and supervisor.stop_all() == 3

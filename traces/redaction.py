@@ -9,7 +9,8 @@ value is scrubbed on the way out, three ways:
 - interceptor tokens (wherever they appear, in a URL or not) and `Bearer <value>` are masked in
   every string;
 - the known secret values of the server (every configured provider's key) and of the job (its
-  task app key) are masked wherever they appear, under any key.
+  task app key, the credentials in its task app's URL) are masked wherever they appear, under
+  any key.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import re
 from collections.abc import Iterable
 from functools import cache, lru_cache
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit
 
 import orjson
 from django.conf import settings
@@ -56,6 +58,7 @@ def server_secrets() -> list[str]:
     variables `EVALHUB_PROVIDERS` names, see settings.EVALHUB_UPSTREAMS) and S3 credentials."""
     found = [upstream.get("api_key") or "" for upstream in settings.EVALHUB_UPSTREAMS.values()]
     found.append(getattr(settings, "AWS_SECRET_ACCESS_KEY", "") or "")
+    found.append(getattr(settings, "EVALHUB_METRICS_TOKEN", "") or "")
     return [s for s in found if len(s) >= _MIN_SECRET_LEN]
 
 
@@ -236,10 +239,25 @@ def job_task_app_key(job: EvalJob) -> str | None:
         return None
 
 
+def url_credentials(url: str) -> list[str]:
+    """The secrets a URL carries: its `user:pass@` part, as written and decoded, and the
+    password alone."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return []
+    userinfo = parts.netloc.rpartition("@")[0]
+    if not userinfo:
+        return []
+    password = parts.password or ""
+    return [userinfo, unquote(userinfo), password, unquote(password)]
+
+
 def job_redactor(*, job: EvalJob, extra: Iterable[str | None] = ()) -> Redactor:
-    """A redactor that knows the server's provider keys, the job's task app key and `extra`."""
-    known = [*server_secrets(), job_task_app_key(job) or "", *(s or "" for s in extra)]
-    return Redactor(known)
+    """A redactor that knows the server's provider keys, the job's task app key and the
+    credentials in its task app's URL, and `extra`."""
+    known = [*server_secrets(), job_task_app_key(job) or "", *url_credentials(job.task_app_url)]
+    return Redactor([*known, *(s or "" for s in extra)])
 
 
 class RedactingFilter(logging.Filter):

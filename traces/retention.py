@@ -20,9 +20,9 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from jobs.models import TERMINAL_JOB_STATUSES, EvalJob, SeedRun
-from traces.documents import PRUNED_REQUEST
-from traces.export import traces_zip_storage
 from traces.models import LLMCall, TraceMember
+from traces.zip.documents import PRUNED_REQUEST
+from traces.zip.export import traces_zip_storage
 
 logger = logging.getLogger(__name__)
 

@@ -9,9 +9,9 @@ from django import template
 
 from jobs.models import EvalJob, SeedRun
 from jobs.verifier.config import verifier_config_of
-from traces import totals
 from traces.models import CallKind
 from traces.redaction import job_redactor
+from traces.results import totals
 
 register = template.Library()
 

@@ -11,8 +11,10 @@ judge's system prompt) and `max_transcript_chars` (the trimming budget of the co
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
+
+from django.conf import settings
 
 REWARD_SOURCES = ("task_app", "verifier", "fused")
 DEFAULT_RUBRIC = (
@@ -26,6 +28,10 @@ MAX_TIMEOUT_S = 600.0
 MAX_TEXT = 20_000
 DEFAULT_TRANSCRIPT_CHARS = 24_000
 MAX_TRANSCRIPT_CHARS = 400_000
+# The largest weight of the fused reward: weights are relative, and bounded ones keep the
+# formula's sums finite (1e308 each overflowed to a NaN reward).
+MAX_WEIGHT = 1_000_000
+WEIGHTS = ("weight_env", "weight_event", "weight_outcome")
 
 
 @dataclass(frozen=True)
@@ -44,13 +50,26 @@ class VerifierConfig:
     max_transcript_chars: int = DEFAULT_TRANSCRIPT_CHARS
 
 
+# The keys read from a `verifier_config` (and synth's own that evalhub accepts and ignores):
+# a key close to one of these is named in the job's warnings (a misspelt one loses its setting).
+KNOWN_KEYS = (
+    *(f.name for f in fields(VerifierConfig)),
+    "backend_base", "backend_api_key_env", "verifier_graph_id",
+)  # fmt: skip
+
+
 def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def config_errors(value: dict[str, Any]) -> list[str]:
-    """What is wrong with a `verifier_config` (beyond what jobs.inputs checks already)."""
-    errors = []
+    """What is wrong with a `verifier_config` (beyond what jobs.api.inputs checks already)."""
+    errors = [
+        f"{name} must be a number from 0 to {MAX_WEIGHT}"
+        for name in WEIGHTS
+        if value.get(name) is not None
+        and (not _number(value[name]) or not 0 <= value[name] <= MAX_WEIGHT)
+    ]
     concurrency = value.get("concurrency")
     if concurrency is not None and (
         not isinstance(concurrency, int) or isinstance(concurrency, bool)
@@ -64,6 +83,13 @@ def config_errors(value: dict[str, Any]) -> list[str]:
         text = value.get(name)
         if text is not None and (not isinstance(text, str) or len(text) > MAX_TEXT):
             errors.append(f"{name} must be a string of at most {MAX_TEXT} characters")
+    provider = value.get("backend_provider")
+    if isinstance(provider, str) and provider and provider not in settings.EVALHUB_UPSTREAMS:
+        # Every judgement of the job would fail: the interceptor serves no such provider.
+        known = ", ".join(sorted(settings.EVALHUB_UPSTREAMS))
+        errors.append(
+            f"backend_provider {provider[:100]!r} is not a provider of this server ({known})"
+        )
     chars = value.get("max_transcript_chars")
     if chars is not None and (
         not isinstance(chars, int) or isinstance(chars, bool)
@@ -72,6 +98,8 @@ def config_errors(value: dict[str, Any]) -> list[str]:
         errors.append(
             f"max_transcript_chars must be an integer from 1000 to {MAX_TRANSCRIPT_CHARS}"
         )
+    if errors:
+        return errors
     if value.get("enabled") and str(value.get("reward_source") or "task_app").strip().lower() == (
         "fused"
     ):

@@ -5,22 +5,21 @@ written only by the worker holding it."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import DateTimeField, Min, Q, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from jobs.models import (
-    OPEN_JUDGE_STATUSES,
     AttemptStatus,
     EvalJob,
     JobStatus,
     JudgeStatus,
     RolloutAttempt,
     SeedRun,
-    SeedStatus,
 )
 from jobs.verifier import rewards
 from jobs.verifier.config import VerifierConfig
@@ -116,30 +115,20 @@ def judgement_finish(
     return True
 
 
-def judgements_cancel(*, job_id: str) -> int:
-    """The job was cancelled: its open judgements are not going to be made."""
-    return SeedRun.objects.filter(job_id=job_id, judge_status__in=OPEN_JUDGE_STATUSES).update(
-        judge_status=JudgeStatus.CANCELLED, judge_lease_owner="", judge_lease_expires_at=None,
-        verifier_error="cancelled",
-    )  # fmt: skip
-
-
-def judging_left(*, job_id: str) -> str:
-    """What is left of the job's judging for a judge worker: `claimable` (judgements waiting
-    for a worker), `rollouts` (none, but rollouts are still running and may add some), or
-    `none` (what is open is held by live workers, or nothing is)."""
-    now = timezone.now()
-    if SeedRun.objects.filter(_claimable(job_id, now, settled=False)).exists():
-        return "claimable"
-    if SeedRun.objects.filter(
-        job_id=job_id, status__in=[SeedStatus.PENDING, SeedStatus.RUNNING]
-    ).exists():
-        return "rollouts"
-    return "none"
-
-
-def judgements_open(*, job_id: str) -> bool:
-    return SeedRun.objects.filter(job_id=job_id, judge_status__in=OPEN_JUDGE_STATUSES).exists()
+def judgements_claimable_at(*, job_id: str, now: datetime) -> datetime | None:
+    """When a runner could next claim a judgement of the job (`now` or earlier: at once): a
+    pending one once its rollout has settled (EVALHUB_VERIFIER_SETTLE_S), a running one when
+    its lease expires. None when no judgement is open."""
+    seeds = SeedRun.objects.filter(job_id=job_id)
+    settle = timedelta(seconds=settings.EVALHUB_VERIFIER_SETTLE_S)
+    pending = seeds.filter(judge_status=JudgeStatus.PENDING).aggregate(
+        at=Min(Coalesce("finished_at", Value(now, output_field=DateTimeField())))
+    )["at"]
+    running = seeds.filter(judge_status=JudgeStatus.RUNNING).aggregate(
+        at=Min("judge_lease_expires_at")
+    )["at"]
+    times = [pending + settle if pending is not None else None, running]
+    return min((at for at in times if at is not None), default=None)
 
 
 def judged_attempt(seed_run: SeedRun) -> RolloutAttempt | None:

@@ -2,8 +2,9 @@
 
 The judge sees the task (the task app's `details.task` / `task_description` when it gave one,
 else the conversation's first user message), the rubric, the task app's own outcome (its score
-and details), and the policy's conversation rebuilt from its recorded calls: every message
-once, tool calls and tool results included, rendered as text. A conversation longer than
+and details), and the policy's conversation as chat messages (rebuilt from its recorded calls
+of any wire format by `traces.calls.conversation.transcript`, see `jobs.worker.judge_inputs`): every
+message once, tool calls and tool results included, rendered as text. A conversation longer than
 `max_transcript_chars` is trimmed in its middle: the first quarter of the budget is kept from
 the start (the task and the first steps) and the rest from the end (the final answer).
 
@@ -57,26 +58,6 @@ class MalformedAnswer(ValueError):
     """The judge answered, but not a verdict."""
 
 
-def transcript(requests_and_answers: list[tuple[Any, Any]]) -> list[dict[str, Any]]:
-    """The conversation of a rollout from its calls in order, each message once: a call whose
-    messages continue what was seen adds only the new ones (agents resend their history);
-    one that does not starts a new thread. Each call's answer follows its messages."""
-    seen: list[str] = []
-    messages: list[dict[str, Any]] = []
-    for request, response in requests_and_answers:
-        sent = request.get("messages") if isinstance(request, dict) else None
-        sent = [m for m in (sent or []) if isinstance(m, dict)]
-        keys = [json.dumps(m, sort_keys=True, default=str) for m in sent]
-        start = len(seen) if keys[: len(seen)] == seen and seen else 0
-        messages.extend(sent[start:])
-        seen = keys
-        answer = _answer_message(response)
-        if answer is not None:
-            messages.append(answer)
-            seen = [*seen, json.dumps(answer, sort_keys=True, default=str)]
-    return messages
-
-
 def _answer_message(response: Any) -> dict[str, Any] | None:
     if not isinstance(response, dict):
         return None
@@ -89,14 +70,25 @@ def _answer_message(response: Any) -> dict[str, Any] | None:
 
 def render(message: dict[str, Any]) -> str:
     """One message as text: `[role] content`, then its tool calls."""
-    content = message.get("content")
-    if not isinstance(content, str):
-        content = "" if content is None else json.dumps(content, default=str)
-    lines = [f"[{message.get('role', '?')}] {content}".rstrip()]
+    lines = [f"[{message.get('role', '?')}] {_content_text(message.get('content'))}".rstrip()]
     for call in message.get("tool_calls") or []:
         fn = call.get("function") or {} if isinstance(call, dict) else {}
         lines.append(f"  -> tool call {fn.get('name')}({fn.get('arguments')})")
     return "\n".join(lines)
+
+
+def _content_text(content: Any) -> str:
+    """A message's content as text: a string as is, the text of a list of text parts joined,
+    anything else as JSON."""
+    if isinstance(content, str):
+        return content
+    if content is None:
+        return ""
+    if isinstance(content, list) and all(
+        isinstance(p, dict) and p.get("type") == "text" for p in content
+    ):
+        return "\n".join(str(p.get("text") or "") for p in content)
+    return json.dumps(content, default=str)
 
 
 def trim(text: str, budget: int) -> str:

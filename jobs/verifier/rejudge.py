@@ -12,7 +12,7 @@ import secrets
 from django.db import transaction
 from django.utils import timezone
 
-from jobs.dispatch import job_judge_dispatch
+from jobs.dispatch import job_dispatch
 from jobs.events import EventType, job_event_append
 from jobs.models import (
     AttemptStatus,
@@ -50,6 +50,7 @@ def job_rejudge(*, job: EvalJob, verifier_config: dict) -> EvalJob:
         new = EvalJob.objects.create(
             owner=job.owner, judged_from=job, status=JobStatus.RUNNING, started_at=now,
             runner_seen_at=now, dispatched_at=now, verifier_config=raw, num_seeds=len(sources),
+            num_samples=len(sources),
             **{name: getattr(job, name) for name in COPIED},
         )  # fmt: skip
         for source in sources:
@@ -58,7 +59,7 @@ def job_rejudge(*, job: EvalJob, verifier_config: dict) -> EvalJob:
             job_id=new.id, type=EventType.JOB_CREATED,
             data={"num_seeds": len(sources), "judged_from": job.id},
         )  # fmt: skip
-        transaction.on_commit(lambda: job_judge_dispatch(new.id))
+        transaction.on_commit(lambda: job_dispatch(new.id))
     return new
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from jobs.apikeys import api_key_create_for_username
 from tests.support import servers
+from tests.support.jobs import JOBS, api_job_wait
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVERS = ROOT / "tests" / "support" / "env_servers"
@@ -63,15 +64,17 @@ def gym_server(django_db_setup):
 
 @pytest.fixture(scope="session")
 def openenv_servers(django_db_setup):
-    """OpenEnv servers: {"steps": URL, "rollout": URL} (env_servers/openenv_server.py)."""
+    """OpenEnv servers: {"steps": URL, "rollout": URL, "steps-1": URL of one that takes a
+    single session at a time} (env_servers/openenv_server.py)."""
     python = venv_python("openenv")
+    argv = {"steps": ["steps"], "rollout": ["rollout"], "steps-1": ["steps", "1"]}
     started = {
-        mode: start_server(
-            f"openenv-{mode}",
-            [python, str(SERVERS / "openenv_server.py"), "{port}", mode],
+        name: start_server(
+            f"openenv-{name}",
+            [python, str(SERVERS / "openenv_server.py"), "{port}", *args],
             ready_path="/health",
         )
-        for mode in ("steps", "rollout")
+        for name, args in argv.items()
     }
     yield {mode: base for mode, (_, base) in started.items()}
     for proc, _ in started.values():
@@ -116,35 +119,55 @@ def atropos_bridge(django_db_setup, tmp_path_factory):
     proc.stop()
 
 
+@pytest.fixture(scope="module")
+def evalhub_web(django_db_setup, django_db_blocker, celery_queue, fake_upstream_server):
+    """The module's web process (API + interceptor, provider `openai` at the fake)."""
+    with django_db_blocker.unblock():
+        web, base = servers.start_web(
+            EVALHUB_CELERY_QUEUE=celery_queue,
+            OPENAI_BASE_URL=fake_upstream_server.url,
+            OPENAI_API_KEY=SERVER_KEY,
+        )
+    yield base
+    web.stop()
+
+
 @pytest.fixture
-def evalhub(transactional_db, celery_queue, fake_upstream, worker_factory):
-    """Web (API + interceptor, provider `openai` at the fake) and one worker; yields
-    (base URL, auth headers)."""
-    web, base = servers.start_web(
-        EVALHUB_CELERY_QUEUE=celery_queue,
-        OPENAI_BASE_URL=fake_upstream.url,
-        OPENAI_API_KEY=SERVER_KEY,
-    )
+def evalhub(transactional_db, evalhub_web, fake_upstream, worker_factory):
+    """The module's web process and one worker; yields (base URL, auth headers)."""
+    base = evalhub_web
     worker_factory(
         EVALHUB_PUBLIC_URL=base,
         EVALHUB_ROLLOUT_BACKOFF_S="0.05",
         EVALHUB_ROLLOUT_BACKOFF_MAX_S="0.2",
     )
     _, key = api_key_create_for_username(username="envs")
-    yield base, {"Authorization": f"Bearer {key}"}
-    web.stop()
+    return base, {"Authorization": f"Bearer {key}"}
 
 
-def job_run(base: str, headers: dict[str, str], body: dict, *, timeout: float = 120) -> dict:
-    """POST the job, wait for it to end; its status and results."""
-    created = httpx.post(f"{base}/api/eval/jobs", json=body, headers=headers, timeout=30)
-    assert created.status_code == 201, created.text
-    job_id = created.json()["job_id"]
+def replay_reproduces(base: str, headers: dict[str, str], original: dict, fake_upstream) -> dict:
+    """Replay the ended job `original` (as `api_job_run` answers it, its provider `fake_upstream`):
+    every LLM call is answered from the recording, none reaches the provider, and every sample
+    scores as it did. The replay's results."""
+    fake_upstream.reset()
+    made = httpx.post(f"{base}{JOBS}/{original['job_id']}/replay", json={}, headers=headers,
+                      timeout=30)  # fmt: skip
+    assert made.status_code == 201, made.text
+    status = api_job_wait(base, headers, made.json()["job_id"])
+    assert status["status"] == "completed", status
+    was = original["results"]
+    calls = sum(row["num_llm_calls"] for row in was["results"])
 
-    def ended():
-        status = httpx.get(f"{base}/api/eval/jobs/{job_id}", headers=headers, timeout=30).json()
-        return status if status["status"] in ("completed", "failed", "cancelled") else None
+    def settled():  # the interceptor saves each call a moment after answering it
+        answer = httpx.get(f"{base}{JOBS}/{status['job_id']}/results", headers=headers, timeout=30)
+        results = answer.json()
+        return results if results["summary"]["replayed_calls"] == calls else None
 
-    status = servers.wait_until(ended, timeout=timeout, interval=0.3, what=f"job {job_id}")
-    results = httpx.get(f"{base}/api/eval/jobs/{job_id}/results", headers=headers, timeout=30)
-    return {"job_id": job_id, "status": status, "results": results.json()}
+    results = servers.wait_until(settled, timeout=30, what="the replayed calls saved")
+    assert calls > 0 and fake_upstream.received == []
+    summary = results["summary"]
+    assert (summary["live_calls"], summary["divergences"], summary["total_cost_usd"]) == (0, 0, 0)
+    assert summary["total_tokens"] == was["summary"]["total_tokens"]
+    scored = {(r["seed"], r["repeat"]): (r["status"], r["score"]) for r in results["results"]}
+    assert scored == {(r["seed"], r["repeat"]): (r["status"], r["score"]) for r in was["results"]}
+    return results

@@ -9,9 +9,10 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from jobs.environments.loop import PLACEHOLDER_KEY
 from jobs.models import SeedRun
-from tests.environments.conftest import SERVER_KEY, job_run
+from jobs.worker.environments.loop import PLACEHOLDER_KEY
+from tests.environments.conftest import SERVER_KEY, replay_reproduces
+from tests.support.jobs import api_job_run as job_run
 
 pytestmark = pytest.mark.worker
 
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.worker
 CITIES = ["Paris", "Rome", "Paris", "Oslo"]
 
 
-def test_the_bridge_scores_each_seeds_item_with_the_environments_reward(
+def test_the_bridge_scores_each_seeds_item_with_the_environments_reward_and_replays_it(
     evalhub, atropos_bridge, fake_upstream
 ):
     base, headers = evalhub
@@ -54,3 +55,6 @@ def test_the_bridge_scores_each_seeds_item_with_the_environments_reward(
     for call in calls:
         assert call["headers"]["authorization"] == f"Bearer {SERVER_KEY}"
         assert PLACEHOLDER_KEY not in json.dumps(call)
+    # Replayed: the bridge's calls, made by the environment's own server manager, answered
+    # from the recording; each seed's item scores as it did.
+    replay_reproduces(base, headers, run, fake_upstream)

@@ -12,10 +12,11 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from jobs.environments.loop import PLACEHOLDER_KEY
 from jobs.models import SeedRun
-from tests.environments.conftest import SERVER_KEY, job_run
+from jobs.worker.environments.loop import PLACEHOLDER_KEY
+from tests.environments.conftest import SERVER_KEY, replay_reproduces
 from tests.support import servers
+from tests.support.jobs import api_job_run as job_run
 
 pytestmark = pytest.mark.worker
 
@@ -46,7 +47,9 @@ def walk_rewards(seed: int) -> list[float]:
     return [0.1] * (goal(seed) - 1) + [0.5]
 
 
-def test_scores_tokens_and_the_tool_calls_are_the_environments(evalhub, gym_server, fake_upstream):
+def test_scores_tokens_and_tool_calls_are_the_environments_and_a_replay_repeats_them(
+    evalhub, gym_server, fake_upstream
+):
     base, headers = evalhub
     seeds = [1, 2, 4]
     run = job_run(
@@ -111,6 +114,12 @@ def test_scores_tokens_and_the_tool_calls_are_the_environments(evalhub, gym_serv
     html = page.get(f"/jobs/{run['job_id']}/seeds/1/").content.decode()
     assert html.count('class="toolcall toolexec"') == goal(1)
     assert "reward 0.500" in html and "<b>done</b>" in html and "goal_distance" in html
+
+    # Replayed: the agent loop's calls answered from the recording, the same walks and scores.
+    replayed = replay_reproduces(base, headers, run, fake_upstream)
+    for seed in seeds:
+        trace = SeedRun.objects.get(job_id=replayed["job_id"], seed=seed).task_trace
+        assert [e["reward"] for e in trace["tool_executions"]] == pytest.approx(walk_rewards(seed))
 
 
 def test_tool_errors_text_results_and_endless_walks(evalhub, gym_server):

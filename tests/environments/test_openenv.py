@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 
+import httpx
 import pytest
 
-from jobs.environments.loop import PLACEHOLDER_KEY
 from jobs.models import SeedRun
-from tests.environments.conftest import SERVER_KEY, job_run
+from jobs.worker.environments.loop import PLACEHOLDER_KEY
+from tests.environments.conftest import SERVER_KEY, replay_reproduces
+from tests.support.jobs import api_job_run as job_run
 
 pytestmark = pytest.mark.worker
 
@@ -30,7 +32,9 @@ def target(seed: int) -> int:
     return 3 + seed % 2
 
 
-def test_agent_mode_sums_the_step_rewards_until_done(evalhub, openenv_servers, fake_upstream):
+def test_agent_mode_sums_the_step_rewards_until_done_and_a_replay_repeats_them(
+    evalhub, openenv_servers, fake_upstream
+):
     base, headers = evalhub
     body = {
         "task_app_url": openenv_servers["steps"], "task_app_kind": "openenv", "seeds": [0, 1],
@@ -51,6 +55,39 @@ def test_agent_mode_sums_the_step_rewards_until_done(evalhub, openenv_servers, f
         assert trace["stop_reason"] == "terminated"
     for call in fake_upstream.received:
         assert call["headers"]["authorization"] == f"Bearer {SERVER_KEY}"
+    replay_reproduces(base, headers, run, fake_upstream)
+
+
+def test_a_server_at_capacity_makes_seeds_wait_not_fail(evalhub, openenv_servers):
+    """A server taking one session at a time, three rollouts at once: the others are told
+    "Server at capacity"; that is back-pressure, so they wait and are tried again, charged
+    nothing, and the job's events say the server takes one at a time."""
+    base, headers = evalhub
+    seeds = list(range(6))
+    body = {
+        "task_app_url": openenv_servers["steps-1"], "task_app_kind": "openenv", "seeds": seeds,
+        "policy": policy(tool_name="add", tool_arguments={"amount": 1}),
+        "env_config": {"mode": "agent", "max_steps": 8}, "max_concurrent": 3, "timeout": 60,
+    }  # fmt: skip
+    run = job_run(base, headers, body)
+    assert run["status"]["status"] == "completed", run["status"]
+    rows = {r["seed"]: r for r in run["results"]["results"]}
+    assert {s: rows[s]["status"] for s in seeds} == {s: "succeeded" for s in seeds}, rows
+    assert {s: rows[s]["score"] for s in seeds} == {
+        s: pytest.approx(0.1 * target(s)) for s in seeds
+    }
+    runs = SeedRun.objects.filter(job_id=run["job_id"])
+    from jobs.models import RolloutAttempt
+
+    errs = list(
+        RolloutAttempt.objects.filter(seed_run__job_id=run["job_id"]).values_list("status", "error")
+    )
+    assert all(r.failures == 0 and r.losses == 0 for r in runs), errs
+    assert sum(r.attempts for r in runs) > len(seeds)  # some waited for the server
+    events = httpx.get(f"{base}/api/eval/jobs/{run['job_id']}/events", headers=headers).json()
+    busy = [e for e in events["events"] if e["type"] == "eval.policy.environment.busy"]
+    assert len(busy) == 1 and busy[0]["data"]["limit"] == 1
+    assert "takes 1 at once" in busy[0]["data"]["message"]
 
 
 def test_a_tool_that_raises_goes_back_to_the_model(evalhub, openenv_servers):
@@ -68,7 +105,9 @@ def test_a_tool_that_raises_goes_back_to_the_model(evalhub, openenv_servers):
     assert seed_run.metrics["details"]["tool_errors"] == 2
 
 
-def test_rollout_tool_mode_scores_the_rollout_result(evalhub, openenv_servers, fake_upstream):
+def test_rollout_tool_mode_scores_the_rollout_result_and_a_replay_repeats_it(
+    evalhub, openenv_servers, fake_upstream
+):
     base, headers = evalhub
     body = {
         "task_app_url": openenv_servers["rollout"], "task_app_kind": "openenv",
@@ -98,6 +137,8 @@ def test_rollout_tool_mode_scores_the_rollout_result(evalhub, openenv_servers, f
     for received in fake_upstream.received:
         assert received["headers"]["authorization"] == f"Bearer {SERVER_KEY}"
         assert PLACEHOLDER_KEY not in json.dumps(received)
+    # The server's own calls (the rollout tool's) are replayed as the agent loop's are.
+    replay_reproduces(base, headers, run, fake_upstream)
 
 
 def test_a_rollout_tool_that_outlives_the_timeout_fails_the_seed(evalhub, openenv_servers):

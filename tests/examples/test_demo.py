@@ -65,6 +65,8 @@ def test_make_demo_ends_with_a_finished_job_and_a_sign_in_that_works(demo):
     password = printed(lines, r"password (\S+)")
     key = printed(lines, r"API key:\s+(ehk_\S+)")
     assert "a local fake provider" in output
+    # Nothing alarming in the terminal: no ERROR line for the probes of a server starting.
+    assert " ERROR " not in output, output
     assert job_url.startswith(base) and password and key
 
     job_id = job_url.rstrip("/").rsplit("/", 1)[1]

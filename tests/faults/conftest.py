@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from evalhub.fakeprovider import FakeOpenAI
 from tests.faults.stack import Stack, manage
 from tests.support import servers
-from tests.support.fake_openai import FakeOpenAI
 from tests.support.private_services import (
     PrivatePostgres,
     PrivateRedis,

@@ -23,18 +23,25 @@ def chromium() -> Path:
     return CHROMIUM
 
 
-@pytest.fixture
-def web_server(transactional_db, celery_queue, fake_upstream):
-    """The web process the browser talks to is also the interceptor the task apps call: its
-    `openai` provider is the fake upstream. Workers must be started with
-    `EVALHUB_PUBLIC_URL=web_server` so the inference URLs they hand out point here."""
-    web, base = servers.start_web(
-        EVALHUB_CELERY_QUEUE=celery_queue,
-        OPENAI_BASE_URL=fake_upstream.url,
-        OPENAI_API_KEY=PROVIDER_KEY,
-    )
+@pytest.fixture(scope="module")
+def dashboard_web(django_db_setup, django_db_blocker, celery_queue, fake_upstream_server):
+    """The web process the browser talks to, once per module; it is also the interceptor the
+    task apps call: its `openai` provider is the fake upstream."""
+    with django_db_blocker.unblock():
+        web, base = servers.start_web(
+            EVALHUB_CELERY_QUEUE=celery_queue,
+            OPENAI_BASE_URL=fake_upstream_server.url,
+            OPENAI_API_KEY=PROVIDER_KEY,
+        )
     yield base
     web.stop()
+
+
+@pytest.fixture
+def web_server(transactional_db, dashboard_web, fake_upstream):
+    """The module's dashboard web process (`dashboard_web`). Workers must be started with
+    `EVALHUB_PUBLIC_URL=web_server` so the inference URLs they hand out point here."""
+    return dashboard_web
 
 
 @pytest.fixture

@@ -180,3 +180,35 @@ def job_run_all(*, job: EvalJob, scores: dict[int, float] | None = None) -> Eval
     job_finish(job=job)
     job.refresh_from_db()
     return job
+
+
+JUDGE_MODEL = "gpt-4o-2024-08-06"
+
+
+def judge_record(
+    *, seed_run: SeedRun, verdict: float, justification: str, cost: float = 0.0005
+) -> LLMCall:
+    """The verifier's judgement of a finished seed as the runner writes it: a judge call on the
+    seed's last attempt (`kind: "judge"`), then the verdict on the seed run."""
+    attempt = RolloutAttempt.objects.filter(seed_run=seed_run).order_by("-number").first()
+    call = LLMCall.objects.create(
+        attempt=attempt,
+        seq=100,
+        kind="judge",
+        model_requested="gpt-4o",
+        model_answered=JUDGE_MODEL,
+        request={"model": "gpt-4o", "messages": [{"role": "user", "content": "Judge this."}]},
+        response=_completion({"role": "assistant", "content": justification}, "stop", 300, 40),
+        prompt_tokens=300,
+        completion_tokens=40,
+        total_tokens=340,
+        cost_usd=cost,
+        http_status=200,
+        started_at=timezone.now(),
+        latency_ms=700.0,
+    )
+    seed_run.judge_status = "done"
+    seed_run.verifier_score = verdict
+    seed_run.verifier_justification = justification
+    seed_run.save(update_fields=["judge_status", "verifier_score", "verifier_justification"])
+    return call

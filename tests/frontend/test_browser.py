@@ -20,8 +20,8 @@ from jobs.events import EventType, job_event_append
 from jobs.models import EvalJob, JobStatus, SeedRun
 from tests.frontend import job_rows
 from tests.frontend.conftest import PROVIDER_KEY
-from tests.jobs.test_runner import FAST
 from tests.support.browser import orm_allowed, screenshot, sign_in
+from tests.support.jobs import FAST
 from tests.support.servers import serve_asgi
 from tests.support.task_app import (
     AGENT_REASONING,

@@ -40,8 +40,8 @@ def test_pick_two_jobs_compare_and_follow_a_regression_to_both_seed_pages(page, 
     expect(rows).to_have_count(3)
     # The regression first, then the improvement.
     expect(rows.nth(0)).to_have_attribute("data-seed", "1")
-    expect(rows.nth(0)).to_contain_text("regression")
-    expect(rows.nth(1)).to_contain_text("improvement")
+    expect(rows.nth(0)).to_contain_text("pass → fail")
+    expect(rows.nth(1)).to_contain_text("fail → pass")
     expect(page.locator("[data-figure='wins']")).to_contain_text("1 / 1 / 1")
     expect(page.locator("[data-figure='p_value']")).to_contain_text("sign-flip")
 

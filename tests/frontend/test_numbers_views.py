@@ -3,6 +3,9 @@ per-seed table of a job with repeats, search and tags, rerun, compare, the CSV d
 
 from __future__ import annotations
 
+import csv
+import json
+
 import pytest
 
 from jobs.models import EvalJob, SeedRun
@@ -76,7 +79,7 @@ def test_picking_two_jobs_compares_the_newer_against_the_older(web, alice, bob):
     answer = web.get(f"/compare/?pick={newer.id}&pick={older.id}")
     assert answer["Location"] == f"/compare/?base={older.id}&candidate={newer.id}"
     html = web.get(answer["Location"]).content.decode()
-    assert 'class="kind-regression"' in html and "−1.000" in html
+    assert 'data-outcome="regression" class="outcome-regression"' in html and "−1.000" in html
     seed = web.get(f"/compare/seeds/1/?base={older.id}&candidate={newer.id}").content.decode()
     assert f"/jobs/{older.id}/seeds/1/" in seed and f"/jobs/{newer.id}/seeds/1/" in seed
     assert job_rows.TASK_APP_KEY not in html + seed
@@ -96,3 +99,34 @@ def test_results_csv_downloads_with_the_session(web, alice):  # noqa: F811
 @pytest.mark.parametrize("path", ["/compare/?base=x&candidate=y", "/jobs/x/results.csv"])
 def test_numbers_pages_need_a_signed_in_user(client, db, path):
     assert client.get(path)["Location"].startswith("/login/")
+
+
+def test_the_sft_export_and_the_comparison_download_with_the_session(web, alice):  # noqa: F811
+    base = run(alice, {0: 1.0, 1: 1.0, 2: 0.0})
+    candidate = run(alice, {0: 1.0, 1: 0.0, 2: 1.0})
+    answer = web.get(f"/jobs/{base.id}/sft.jsonl")
+    assert answer["Content-Type"] == "application/jsonl"
+    assert answer["Content-Disposition"] == f'attachment; filename="{base.id}-sft.jsonl"'
+    lines = [json.loads(line) for line in b"".join(answer.streaming_content).splitlines()]
+    assert [line["seed"] for line in lines] == [0, 1]  # the passing samples only
+    assert all(line["messages"][-1]["role"] == "assistant" for line in lines)
+    assert (
+        f'href="/jobs/{base.id}/sft.jsonl" download data-sft'
+        in web.get(f"/jobs/{base.id}/").content.decode()
+    )
+
+    pair = f"base={base.id}&candidate={candidate.id}"
+    answer = web.get(f"/compare/seeds.csv?{pair}")
+    assert answer["Content-Type"] == "text/csv"
+    rows = list(csv.reader(b"".join(answer.streaming_content).decode().splitlines()))
+    assert rows[0] == ["seed", "base_score", "candidate_score", "delta", "base_passed",
+                       "candidate_passed", "change"]  # fmt: skip
+    assert [(r[0], r[-1]) for r in rows[1:]] == [("1", "regression"), ("2", "improvement"),
+                                                  ("0", "tie")]  # fmt: skip
+    hidden = web.get(f"/compare/seeds.csv?{pair}&ties=hide")
+    assert len(b"".join(hidden.streaming_content).decode().splitlines()) == 3
+    assert (
+        f'href="/compare/seeds.csv?{pair.replace("&", "&amp;")}" download'
+        in web.get(f"/compare/?{pair}").content.decode()
+    )
+    assert web.get(f"/compare/seeds.csv?base={base.id}").status_code == 404

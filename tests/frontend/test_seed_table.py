@@ -17,8 +17,9 @@ from frontend import exchange, job_page, seed_table, triage
 from jobs import figures, reruns, stats
 from jobs.models import EvalJob, JobFigures, RolloutAttempt, SeedRun, SeedStatus
 from tests.frontend import job_rows
-from traces import services, totals
+from traces.calls import recording as services
 from traces.models import LLMCall
+from traces.results import totals
 
 pytestmark = pytest.mark.django_db
 

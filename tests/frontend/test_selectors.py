@@ -7,10 +7,10 @@ from types import SimpleNamespace
 from frontend import selectors as dash
 from jobs.models import SeedRun
 from tests.frontend import job_rows
-from traces.messages import assistant_message
+from traces.calls.messages import assistant_message
+from traces.calls.usage import response_from_stream
 from traces.redaction import Redactor
-from traces.totals import seed_usage
-from traces.usage import response_from_stream
+from traces.results.totals import seed_usage
 
 
 def call(messages, response, seq=1):
@@ -144,7 +144,8 @@ def test_job_list_figures_sum_usage_and_never_show_an_unknown_cost_as_zero(db, d
     assert figures[priced.id]["progress"]["completed"] == 2
     assert figures[unpriced.id]["cost_usd"] is None
     assert figures[idle.id] == {
-        "progress": dash.progress_bar(succeeded=0, failed=0, total=3),
+        "progress": {"cancelled": 0, "running": 0, "pending": 3,
+                     **dash.progress_bar(succeeded=0, failed=0, total=3)},
         "mean_score": None, "tokens": 0, "cost_usd": 0.0, "duration_s": None,
     }  # fmt: skip
 

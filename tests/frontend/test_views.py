@@ -297,3 +297,31 @@ def test_job_page_shows_the_verifier_config_and_seed_page_the_outcome_objectives
     seed_html = web.get(f"/jobs/{job.id}/seeds/1/").content.decode()
     assert re.search(r"<dt>brevity</dt><dd>0\.25\d*</dd>", seed_html), seed_html
     assert "Outcome objectives" not in web.get(f"/jobs/{job.id}/seeds/2/").content.decode()
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "data"),
+    [
+        ("get", "/?q=a%00b", None),
+        ("get", "/?tag=a%00b", None),
+        ("get", "/jobs/progress.json?ids=eval-a%00b", None),
+        ("get", "/jobs/{job}/?q=a%00b", None),
+        ("get", "/jobs/{job}/?error=a%00b", None),
+        ("get", "/jobs/{job}/seeds/0/?q=a%00b", None),
+        ("get", "/jobs/{job}/seeds/0/?error=a%00b", None),
+        ("get", "/compare/?base={job}&candidate=eval-a%00b", None),
+        ("get", "/compare/?pick={job}&pick=eval-a%00b", None),
+        ("post", "/keys/", {"name": "a\x00b"}),
+        ("post", "/keys/ehk_a%00b/revoke", {}),
+    ],
+)
+def test_a_nul_anywhere_a_page_reads_is_a_400_or_404_never_a_500(web, alice, method, path, data):
+    """PostgreSQL refuses NUL characters in text, even to compare them."""
+    job = finished_job(alice, seeds=(0,))
+    client = Client()  # CSRF aside: the forms' own tests check it
+    client.force_login(alice)
+    url = path.format(job=job.id)
+    keys = ApiKey.objects.count()
+    response = client.post(url, data) if method == "post" else client.get(url)
+    assert response.status_code in (200, 302, 400, 404), (url, response.status_code)
+    assert ApiKey.objects.count() == keys

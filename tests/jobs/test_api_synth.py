@@ -25,7 +25,7 @@ def test_verifier_config_with_a_known_reward_source_is_kept_and_shown(client_ali
         ({"reward_source": "oracle"}, "reward_source must be one of task_app, verifier, fused"),
         ({"reward_source": 3}, "reward_source must be one of"),
         ({"enabled": "yes"}, "enabled must be true or false"),
-        ({"weight_event": -1}, "weight_event must be a number >= 0"),
+        ({"weight_event": -1}, "weight_event must be a number from 0 to 1000000"),
     ],
 )
 def test_a_bad_verifier_config_is_a_400_naming_the_field(client_alice, config, why):

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from jobs.batching import Batcher
+from jobs.worker.batching import Batcher
 
 
 class Doubler:

@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tests.jobs.test_runner import FAST, job_create, job_wait, seeds_of
+from tests.support.jobs import FAST, job_create, job_wait, seeds_of
 from tests.support.servers import serve_asgi
 
 pytestmark = pytest.mark.worker

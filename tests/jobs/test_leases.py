@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import orjson
 import pytest
 from django.utils import timezone
 
-from jobs import leases, services
-from jobs.models import JobEvent, RolloutAttempt, RunnerWait, SeedRun
+from jobs import attempts, leases, services
+from jobs.figures import JsonText
+from jobs.models import JobEvent, RolloutAttempt, SeedRun
 from jobs.scores import Scores
 from tests.jobs.conftest import claim
 
@@ -25,25 +27,35 @@ def test_claims_never_exceed_max_concurrent_over_all_workers(job):
     assert len({sr.id for sr in first + second}) == 3
 
 
-def test_a_runner_waiting_for_slots_gets_its_share_as_the_holders_rollouts_end(job):
-    def finish(seed_run, worker):
-        assert leases.seed_run_finish(seed_run_id=seed_run.pk, worker=worker,
-                                      status="succeeded", result=leases.SeedResult())  # fmt: skip
+def test_a_claim_says_whether_the_job_had_more_for_another_runner(job):
+    """Ten seeds, three at a time: a claim limited below the job's free slots says another
+    runner could take more; one that took every free slot, or every seed left, does not."""
+    first = leases.seed_run_claim(job_id=job.id, worker="w1", limit=1, lease_s=60.0)
+    assert len(first.seed_runs) == 1 and first.more
+    second = leases.seed_run_claim(job_id=job.id, worker="w2", limit=5, lease_s=60.0)
+    assert len(second.seed_runs) == 2 and not second.more  # max_concurrent reached
+    SeedRun.objects.filter(job=job, status="pending").exclude(seed=9).update(status="cancelled")
+    for seed_run in first.seed_runs + second.seed_runs:
+        leases.seed_run_finish(seed_run_id=seed_run.pk, worker=seed_run.lease_owner,
+                               status="succeeded", result=leases.SeedResult())  # fmt: skip
+    last = leases.seed_run_claim(job_id=job.id, worker="w3", limit=1, lease_s=60.0)
+    assert [sr.seed for sr in last.seed_runs] == [9] and not last.more  # nothing else left
 
-    first = claim(job, "w1")
-    assert len(first) == 3 and claim(job, "w2") == []  # w2 waits: it counts from now on
-    finish(first[0], "w1")
-    # w1 holds two, its share of three between two runners: the free slot is left to w2.
-    again = leases.seed_run_claim(job_id=job.id, worker="w1", limit=3, lease_s=60.0)
-    assert again.seed_runs == [] and again.share == 2
-    second = claim(job, "w2")
-    assert len(second) == 1
-    # A runner that stopped asking stops counting: its part goes back to the others.
-    finish(first[1], "w1"), finish(second[0], "w2")
-    RunnerWait.objects.filter(worker="w2").update(
-        seen_at=timezone.now() - timedelta(seconds=leases.RUNNER_WAIT_S + 1)
-    )
-    assert len(claim(job, "w1")) == 2
+
+def test_what_is_left_of_a_job_for_a_runner(job):
+    from jobs.worker.runner import job_left
+
+    assert job_left(job_id=job.id, worker="w1").claim_in == 0.0  # pending seeds
+    held = claim(job, "w1", limit=3)
+    SeedRun.objects.filter(job=job, status="pending").update(status="cancelled")
+    left = job_left(job_id=job.id, worker="w2")
+    # Only w1's leases are open: w2 could take them over when they expire, in about 60 s.
+    assert left.held_elsewhere and 55 < left.claim_in <= 60
+    assert not job_left(job_id=job.id, worker="w1").held_elsewhere
+    for seed_run in held:
+        leases.seed_run_finish(seed_run_id=seed_run.pk, worker="w1",
+                               status="succeeded", result=leases.SeedResult())  # fmt: skip
+    assert job_left(job_id=job.id, worker="w1").claim_in is None  # nothing open: the job ends
 
 
 def test_claim_skips_seed_runs_held_by_a_live_lease_and_takes_expired_ones(job):
@@ -51,7 +63,7 @@ def test_claim_skips_seed_runs_held_by_a_live_lease_and_takes_expired_ones(job):
     SeedRun.objects.filter(pk=held[0].pk).update(
         lease_expires_at=timezone.now() - timedelta(seconds=1)
     )
-    attempt = leases.rollout_attempt_start(seed_run=held[0], token_hash="a" * 64)
+    attempt = attempts.rollout_attempt_start(seed_run=held[0], token_hash="a" * 64)
     taken = claim(job, "w2", limit=5)
     assert [sr.pk for sr in taken] == [held[0].pk]
     # The lost attempt was our fault: a loss, not one of the task app's attempts.
@@ -82,7 +94,7 @@ def test_losing_the_worker_never_uses_up_the_task_apps_attempts(job, settings):
     owner = "w0"
     (held,) = claim(job, owner, limit=1)
     for n in (1, 2):  # two workers die holding it: still claimable, by the next worker
-        leases.rollout_attempt_start(seed_run=held, token_hash=f"{n}" * 64, worker=owner)
+        attempts.rollout_attempt_start(seed_run=held, token_hash=f"{n}" * 64, worker=owner)
         SeedRun.objects.filter(pk=held.pk).update(
             lease_expires_at=timezone.now() - timedelta(seconds=1)
         )
@@ -101,13 +113,13 @@ def test_losing_the_worker_never_uses_up_the_task_apps_attempts(job, settings):
 def test_attempts_count_attempts_not_claims(job):
     (seed_run,) = claim(job, "w1", limit=1)
     assert seed_run.attempts == 0
-    first = leases.rollout_attempt_start(seed_run=seed_run, token_hash="a" * 64, worker="w1")
+    first = attempts.rollout_attempt_start(seed_run=seed_run, token_hash="a" * 64, worker="w1")
     assert first.number == 1 == seed_run.attempts
     assert leases.seed_run_retry_later(
         seed_run_id=seed_run.pk, worker="w1", delay_s=0, error="evalhub down", charged=False
     )
     (again,) = [sr for sr in claim(job, "w2", limit=3) if sr.pk == seed_run.pk]
-    second = leases.rollout_attempt_start(seed_run=again, token_hash="b" * 64, worker="w2")
+    second = attempts.rollout_attempt_start(seed_run=again, token_hash="b" * 64, worker="w2")
     assert second.number == 2 and (again.attempts, again.failures, again.losses) == (2, 0, 1)
     assert RolloutAttempt.objects.filter(seed_run=seed_run).count() == 2
 
@@ -134,19 +146,60 @@ def test_retry_later_respects_the_backoff(job):
 
 def test_lease_renewal_reports_seeds_no_longer_held(job):
     a, b = claim(job, "w1", limit=2)
-    services.job_cancel(job=job)
-    SeedRun.objects.filter(pk=b.pk).update(status="cancelled")
+    SeedRun.objects.filter(pk=b.pk).update(lease_owner="w2")  # taken over
     assert leases.seed_run_lease_renew(seed_run_ids=[a.pk, b.pk], worker="w1", lease_s=60) == {a.pk}
+    services.job_cancel(job=job)
+    # Cancelling closes what runners hold too: renewal tells them to stop.
+    assert leases.seed_run_lease_renew(seed_run_ids=[a.pk], worker="w1", lease_s=60) == set()
     assert claim(job, "w2") == []  # a cancelled job gives out nothing
 
 
-def test_results_written_together_are_one_event_each_in_order_and_only_if_still_held(job):
-    held = claim(job, "w1", limit=3)
-    attempts = leases.rollout_attempts_start(
-        seed_runs=held, token_hashes=["a" * 64, "b" * 64, "c" * 64], worker="w1"
+def test_a_runners_claim_starts_an_attempt_of_each_seed_it_claims(job):
+    """The runner's claim: seed runs and their attempts in one transaction, a token hash each
+    (those left over unused), numbered on from the seed's attempts."""
+    hashes = [f"{n}" * 64 for n in range(5)]
+    first = leases.rollouts_claim(
+        job_id=job.id, worker="w1", limit=5, lease_s=60.0, token_hashes=hashes
     )
-    assert [a.number for a in attempts] == [1, 1, 1]
-    assert [a.seed_run_id for a in attempts] == [sr.pk for sr in held]
+    assert len(first.rollouts) == 3 and not first.more  # max_concurrent is 3
+    for seed_run, started in first.rollouts:
+        row = SeedRun.objects.get(pk=seed_run.id)
+        assert (row.status, row.lease_owner, row.attempts) == ("running", "w1", 1)
+        assert (seed_run.seed, seed_run.attempts, seed_run.failures) == (row.seed, 1, 0)
+        attempt = RolloutAttempt.objects.get(pk=started.id)
+        assert (attempt.seed_run_id, attempt.number, attempt.run_id) == (seed_run.id, 1,
+                                                                         started.run_id)  # fmt: skip
+        assert started.number == 1 and started.run_id.startswith("run-")
+        assert (attempt.worker, attempt.status, attempt.llm_calls_admitted) == ("w1", "running", 0)
+        assert attempt.started_at is not None and attempt.finished_at is None
+    started = [RolloutAttempt.objects.get(pk=a.id) for _, a in first.rollouts]
+    assert [a.token_hash for a in started] == hashes[:3]
+    assert RolloutAttempt.objects.count() == 3
+    # Its lease expired: the next claim takes it over, with its second attempt.
+    taken_id = first.rollouts[0][0].id
+    SeedRun.objects.filter(pk=taken_id).update(lease_expires_at=timezone.now())
+    again = leases.rollouts_claim(
+        job_id=job.id, worker="w2", limit=1, lease_s=60.0, token_hashes=["f" * 64]
+    )
+    [(seed_run, attempt)] = again.rollouts
+    assert seed_run.id == taken_id and attempt.number == 2 and seed_run.losses == 1
+    statuses = RolloutAttempt.objects.filter(seed_run_id=taken_id).order_by("number")
+    assert list(statuses.values_list("status", flat=True)) == ["abandoned", "running"]
+    held = leases.rollouts_claim(
+        job_id=job.id, worker="w3", limit=2, lease_s=60.0, token_hashes=["e" * 64] * 2
+    )
+    assert held.rollouts == []  # max_concurrent held
+
+
+def test_results_written_together_are_one_event_each_in_order_and_only_if_still_held(job):
+    claimed = leases.rollouts_claim(
+        job_id=job.id, worker="w1", limit=3, lease_s=60.0,
+        token_hashes=["a" * 64, "b" * 64, "c" * 64],
+    ).rollouts  # fmt: skip
+    held = [SeedRun.objects.get(pk=seed_run.id) for seed_run, _ in claimed]
+    started = [attempt for _, attempt in claimed]
+    assert [a.number for a in started] == [1, 1, 1]
+    assert len({a.run_id for a in started}) == 3
     # The third seed was taken over meanwhile: its result is refused, the others are written.
     SeedRun.objects.filter(pk=held[2].pk).update(lease_owner="w2")
     finishes = [
@@ -154,9 +207,9 @@ def test_results_written_together_are_one_event_each_in_order_and_only_if_still_
             sr.pk,
             "succeeded",
             leases.SeedResult(scores=Scores(score=n / 4)),
-            attempt=leases.AttemptEnd(attempt_id=a.pk, status="succeeded"),
+            attempt=attempts.AttemptEnd(attempt_id=a.id, status="succeeded"),
         )  # fmt: skip
-        for n, (sr, a) in enumerate(zip(held, attempts, strict=True))
+        for n, (sr, a) in enumerate(zip(held, started, strict=True))
     ]
     assert leases.seed_runs_finish(worker="w1", finishes=finishes) == [True, True, False]
     events = JobEvent.objects.filter(job=job, type="eval.policy.seed.completed").order_by("seq")
@@ -167,3 +220,44 @@ def test_results_written_together_are_one_event_each_in_order_and_only_if_still_
     assert all(e.data["total"] == job.num_seeds for e in events)
     # Every attempt that ended is recorded, written or not: it was spent.
     assert set(RolloutAttempt.objects.values_list("status", flat=True)) == {"succeeded"}
+
+
+def test_a_result_kept_as_json_text_is_written_as_it_is(job):
+    """A big answer's metrics and trace reach the database as the JSON text the worker made of
+    them (jobs.figures.JsonText), beside results written as values, in one statement."""
+    held = claim(job, "w1", limit=2)
+    trace = {"messages": [{"role": "user", "content": "é ☃ \U0001f600"}], "steps": [1, 2.5]}
+    metrics = {"outcome_reward": 0.5, "details": {"note": "ok"}}
+    as_text = leases.SeedResult(
+        scores=Scores(score=0.5),
+        metrics=JsonText(orjson.dumps(metrics).decode()),
+        task_trace=JsonText(orjson.dumps(trace).decode()),
+    )
+    as_values = leases.SeedResult(scores=Scores(score=0.5), metrics=metrics, task_trace=trace)
+    finishes = [
+        leases.SeedFinish(held[0].pk, "succeeded", as_text),
+        leases.SeedFinish(held[1].pk, "succeeded", as_values),
+    ]
+    assert leases.seed_runs_finish(worker="w1", finishes=finishes) == [True, True]
+    for seed_run in held:
+        seed_run.refresh_from_db()
+        assert (seed_run.metrics, seed_run.task_trace) == (metrics, trace)
+    # Its JSON can be looked into like any other's.
+    found = SeedRun.objects.filter(job=job, task_trace__messages__0__role="user")
+    assert found.count() == 2
+
+
+def test_a_cancel_during_a_retrys_backoff_leaves_no_seed_pending(job):
+    # A seed put back to pending for a retry (its backoff running), then the job cancelled, and
+    # the runner that held it writing its retry late: every seed ends cancelled, none pending.
+    held, late = claim(job, "w1", limit=2)
+    assert leases.seed_run_retry_later(
+        seed_run_id=held.pk, worker="w1", delay_s=3600, error="HTTP 503"
+    )
+    services.job_cancel(job=job)
+    assert not leases.seed_run_retry_later(
+        seed_run_id=late.pk, worker="w1", delay_s=0, error="HTTP 503"
+    )
+    statuses = set(SeedRun.objects.filter(job=job).values_list("status", flat=True))
+    assert statuses == {"cancelled"}
+    assert claim(job, "w2") == []

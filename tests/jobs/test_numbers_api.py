@@ -10,12 +10,13 @@ import json
 import pytest
 from django.contrib.auth import get_user_model
 
+from evalhub.fakeprovider import wire as fake_wire
 from jobs.models import EvalJob, SeedRun
 from jobs.stopping import failure_limit
 from tests.frontend.job_rows import TASK_APP_KEY, job_finish, job_make, job_start, seed_complete
 from tests.jobs.test_api import create
-from traces import totals
 from traces.models import LLMCall
+from traces.results import totals
 
 JOBS = "/api/eval/jobs"
 
@@ -37,6 +38,7 @@ def test_create_with_repeats_name_tags_and_metadata_makes_a_sample_per_repeat(cl
     )  # fmt: skip
     assert body["config"]["repeats"] == 3 and body["config"]["pass_threshold"] == 0.5
     assert body["results"]["total"] == 6
+    assert EvalJob.objects.get(pk=body["job_id"]).num_samples == 6
     pairs = SeedRun.objects.filter(job_id=body["job_id"]).values_list("seed", "repeat")
     assert sorted(pairs) == [(s, k) for s in (4, 7) for k in range(3)]
     assert failure_limit(EvalJob.objects.get(pk=body["job_id"])) == 1  # 0.25 of 6 samples
@@ -139,8 +141,22 @@ def test_rerun_all_or_some_seeds_with_another_policy_runs_them_fresh(client_alic
     assert child.policy == {"model": "gpt-4.1"} and child.repeats == 2
     pairs = SeedRun.objects.filter(job=child, status="pending").values_list("seed", "repeat")
     assert sorted(pairs) == [(0, 0), (0, 1), (2, 0), (2, 1)]
+    assert child.num_samples == 4
     everything = client_alice.post(f"{JOBS}/{parent.id}/rerun", {"seeds": "all"}, format="json")
     assert everything.json()["results"]["pending"] == 6
+    assert everything.json()["results"]["total"] == 6
+
+
+def test_a_rejudgement_counts_the_rollouts_it_judges_as_its_samples(client_alice, alice):
+    parent = finished_job(alice, {0: 1.0, 1: None, 2: 0.5}, repeats=2)
+    answer = client_alice.post(
+        f"{JOBS}/{parent.id}/judge", {"verifier_config": {"reward_source": "verifier"}},
+        format="json",
+    )  # fmt: skip
+    assert answer.status_code == 201, answer.content
+    judged = EvalJob.objects.get(pk=answer.json()["job_id"])
+    assert judged.num_samples == 4 == SeedRun.objects.filter(job=judged).count()
+    assert answer.json()["results"]["total"] == 4
 
 
 def test_rerun_refusals_name_what_to_fix(client_alice, client_bob, alice):
@@ -155,6 +171,16 @@ def test_rerun_refusals_name_what_to_fix(client_alice, client_bob, alice):
     running = job_make(owner=alice, seeds=[0])
     busy = client_alice.post(f"{JOBS}/{running.id}/rerun", {}, format="json")
     assert busy.status_code == 409 and busy.json()["error"] == "job_not_finished"
+
+
+@pytest.mark.parametrize("raw", ["[3]", '"all"', "3", "null"])
+def test_a_rerun_body_that_is_not_an_object_is_400_not_the_defaults(client_alice, alice, raw):
+    parent = finished_job(alice, {0: 1.0, 1: None, 3: None})
+    url = f"{JOBS}/{parent.id}/rerun"
+    answer = client_alice.post(url, raw, content_type="application/json")
+    assert "body" in fields_of(answer)
+    assert not EvalJob.objects.filter(parent_job_id=parent.id).exists()
+    assert client_alice.post(url).status_code == 201  # no body at all: the defaults
 
 
 def test_compare_needs_two_owned_jobs(client_alice, client_bob, alice):
@@ -196,3 +222,62 @@ def test_sft_export_is_the_conversation_of_each_passing_sample(client_alice, ali
     assert len(b"".join(every.streaming_content).decode().splitlines()) == 2
     bad = client_alice.get(f"{JOBS}/{job.id}/export/sft.jsonl?min_score=nan")
     assert "min_score" in fields_of(bad)
+
+
+def test_sft_export_reads_the_policys_calls_whichever_wire_format(client_alice, alice):
+    job = finished_job(alice, {0: 1.0, 1: 0.5})
+    calls = LLMCall.objects.filter(attempt__seed_run__job=job).order_by("seq")
+    last = calls.filter(attempt__seed_run__seed=0).last()
+    chat_line = {"messages": [*last.request["messages"], last.response["choices"][0]["message"]],
+                 "tools": last.request["tools"], "seed": 0, "repeat": 0, "score": 1.0}  # fmt: skip
+    # The judge's call, recorded on the attempt it judged after the policy's, is no sample.
+    judge = LLMCall.objects.get(pk=last.pk)
+    judge.pk, judge.seq, judge.kind = None, 3, "judge"
+    judge.request = {"messages": [{"role": "user", "content": "Grade this."}]}
+    judge.save()
+    # Seed 1's policy spoke Responses, its second call on the response of the first.
+    tools = [{"type": "function", "name": "get_weather", "parameters": {"type": "object"}}]
+    first = {"model": "o4-mini", "instructions": "Be brief.", "input": "Weather in Lyon?",
+             "tools": tools}  # fmt: skip
+    output = {"type": "function_call_output", "call_id": "call_fake_1", "output": "12 C"}
+    second = {"model": "o4-mini", "previous_response_id": "resp_1", "input": [output],
+              "tools": tools}  # fmt: skip
+    for call, request, answer_id in zip(
+        calls.filter(attempt__seed_run__seed=1), (first, second), ("resp_1", "resp_2"), strict=True
+    ):
+        call.route, call.request = "responses", request
+        call.response = fake_wire.response(request) | {"id": answer_id}
+        call.save()
+
+    response = client_alice.get(f"{JOBS}/{job.id}/export/sft.jsonl")
+    text = b"".join(response.streaming_content).decode()
+    chat, responses = text.splitlines()
+    assert chat == json.dumps(chat_line)  # a chat completion's sample, as it always was
+    line = json.loads(responses)
+    assert [m["role"] for m in line["messages"]] == ["system", "user", "assistant", "tool",
+                                                     "assistant"]  # fmt: skip
+    assert line["messages"][2]["tool_calls"][0]["function"]["name"] == "get_weather"
+    assert line["messages"][3] == {"role": "tool", "tool_call_id": "call_fake_1", "content": "12 C"}
+    assert line["messages"][-1] == {"role": "assistant", "content": "You said: 12 C"}
+    assert line["tools"][0]["function"]["name"] == "get_weather"
+    assert (line["seed"], line["score"]) == (1, 0.5)
+
+
+def test_metadata_is_bounded_and_the_list_leaves_it_out(client_alice, settings):
+    """`metadata` up to EVALHUB_MAX_METADATA_BYTES serialized; the list leaves it out (a page
+    of 200 jobs of 64 KiB each would be 12.5 MiB), the job's own status has it whole."""
+    big = {"notes": "x" * (64 * 1024)}
+    assert "metadata" in fields_of(create(client_alice, metadata=big))
+    assert (
+        "EVALHUB_MAX_METADATA_BYTES" in fields_of(create(client_alice, metadata=big))["metadata"][0]
+    )
+    fits = {"notes": "é" * 30_000, "run": 7}  # 60,000 bytes of UTF-8
+    ids = [create(client_alice, metadata=fits).json()["job_id"] for _ in range(3)]
+    listed = client_alice.get(f"{JOBS}?limit=10")
+    assert listed.status_code == 200 and len(listed.content) < 20_000, len(listed.content)
+    assert [j["job_id"] for j in listed.json()["jobs"]] == ids[::-1]
+    assert all("metadata" not in j for j in listed.json()["jobs"])
+    assert client_alice.get(f"{JOBS}/{ids[0]}").json()["metadata"] == fits
+    settings.EVALHUB_MAX_METADATA_BYTES = 20
+    assert "metadata" in fields_of(create(client_alice, metadata={"k": "v" * 20}))
+    assert create(client_alice, metadata={"k": "v"}).status_code == 201

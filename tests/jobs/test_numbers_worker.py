@@ -12,8 +12,8 @@ import pytest
 from fastapi import FastAPI, Request, Response
 
 from jobs.models import SeedRun
-from tests.jobs.test_runner import FAST, job_create, job_wait
 from tests.jobs.test_synth_clients import synth
+from tests.support.jobs import FAST, job_create, job_wait
 from tests.support.servers import serve_asgi
 from tests.support.task_app import score_of, task_app_create
 

@@ -7,42 +7,11 @@ import json
 import pytest
 
 from jobs.models import EvalJob, JobEvent, RolloutAttempt, SeedRun
+from tests.support.jobs import FAST, JOBS, job_create, job_wait, seeds_of
 from tests.support.servers import serve_asgi, wait_until
 from tests.support.task_app import score_of, task_app_create
 
 pytestmark = pytest.mark.worker
-
-JOBS = "/api/eval/jobs"
-FAST = {"EVALHUB_ROLLOUT_BACKOFF_S": "0.05", "EVALHUB_ROLLOUT_BACKOFF_MAX_S": "0.2"}
-
-
-def job_create(client, task_app_url, **overrides) -> str:
-    body = {
-        "task_app_url": task_app_url,
-        "task_app_api_key": "task-key-123",
-        "env_name": "demo",
-        "seeds": [0, 1, 2],
-        "policy": {"model": "gpt-4o-mini", "provider": "openai"},
-        "env_config": {},
-        "max_concurrent": 2,
-        "timeout": 30,
-    }
-    body.update(overrides)
-    response = client.post(JOBS, body, format="json")
-    assert response.status_code == 201, response.content
-    return response.json()["job_id"]
-
-
-def job_wait(job_id: str, *, timeout: float = 60.0) -> EvalJob:
-    def over():
-        job = EvalJob.objects.get(pk=job_id)
-        return job if job.is_terminal else None
-
-    return wait_until(over, timeout=timeout, what=f"job {job_id} to end")
-
-
-def seeds_of(job_id: str) -> dict[int, SeedRun]:
-    return {sr.seed: sr for sr in SeedRun.objects.filter(job_id=job_id)}
 
 
 def test_job_runs_every_seed_with_the_task_apps_scores_and_holds_max_concurrent(
@@ -127,6 +96,25 @@ def test_transient_failures_are_retried_with_new_run_ids_and_permanent_ones_are_
         assert runs[seed].attempts == 1
         assert f"HTTP {code}" in runs[seed].error
     assert state.seeds_called() == {0: 1, 1: 3, 2: 1, 3: 1}
+
+
+def test_a_task_app_saying_retry_after_is_waited_for_and_charged_nothing(
+    client_alice, worker_factory
+):
+    """429 with Retry-After, five times (more than EVALHUB_ROLLOUT_MAX_ATTEMPTS): back-pressure,
+    not a failure. The seed waits, is tried again, succeeds, and its failures stay 0."""
+    app, state = task_app_create()
+    with serve_asgi(app) as url:
+        worker_factory(**FAST)
+        job_id = job_create(client_alice, url, seeds=[0, 1], env_config={"busy_times": {"1": 5}})
+        job = job_wait(job_id)
+    assert job.status == "completed"
+    runs = seeds_of(job_id)
+    assert runs[1].status == "succeeded" and runs[1].score == score_of(1)
+    assert (runs[1].failures, runs[1].losses, runs[1].attempts) == (0, 0, 6)
+    assert state.seeds_called() == {0: 1, 1: 6}
+    busy = JobEvent.objects.filter(job_id=job_id, type="eval.policy.environment.busy")
+    assert busy.count() == 1 and busy.first().data["limit"] is None
 
 
 def test_a_seed_that_always_fails_is_failed_after_max_attempts_and_the_job_completes(
@@ -383,9 +371,10 @@ def test_a_job_whose_message_was_lost_is_handed_out_again_by_the_scheduler(
 
 
 def test_a_job_larger_than_one_runner_is_shared_by_two_worker_processes(
-    client_alice, worker_factory, settings
+    client_alice, worker_factory
 ):
-    settings.EVALHUB_JOB_FANOUT = 2
+    """A runner holds at most 2; its first claim fills it, so it sends the job's message once
+    more and the other worker lends a hand. No fan-out setting: messages on the queue."""
     app, state = task_app_create(delay_s=0.3)
     seeds = list(range(16))
     env = {"EVALHUB_RUNNER_MAX_INFLIGHT": "2", **FAST}  # each process holds at most 2

@@ -1,14 +1,13 @@
 """Faults that are ours, not the task app's: a lost worker, our web process restarting. They
-must never use up a seed's attempts, and a surviving runner takes over without waiting for
-the scheduler."""
+must never use up a seed's attempts, and a surviving worker takes over a dead one's seeds."""
 
 from __future__ import annotations
 
 import pytest
 
 from jobs.models import RolloutAttempt, SeedRun
-from tests.jobs.test_runner import FAST, job_create, job_wait, seeds_of
 from tests.support import servers
+from tests.support.jobs import FAST, job_create, job_wait, seeds_of
 from tests.support.servers import serve_asgi, wait_until
 from tests.support.task_app import score_of, task_app_create
 
@@ -60,18 +59,18 @@ def test_a_web_restart_mid_job_fails_no_seed_and_uses_up_no_attempt(
     assert len(fake_upstream.received) == len(seeds)
 
 
-def test_a_surviving_runner_takes_over_the_seeds_of_a_killed_worker_without_the_scheduler(
-    client_alice, worker_factory, settings
-):
-    """Two runners share the job; one worker is killed. No beat runs: the survivor waits for
-    the dead worker's leases to expire and runs those seeds itself, charging nothing."""
-    settings.EVALHUB_JOB_FANOUT = 2
+def test_a_surviving_worker_takes_over_the_seeds_of_a_killed_worker(client_alice, worker_factory):
+    """Two runners share the job; one worker is killed with its message. The survivor runs
+    Celery beat, as every deployment does (`make run`'s worker, compose's `beat`): a runner
+    that finds the rest of the job leased to another leaves it to that one, and when that one
+    is dead, beat's re-dispatch hands the job out again (jobs/worker/runner.py). The survivor
+    runs the dead worker's seeds, charging them nothing."""
     app, state = task_app_create()
     env = {**FAST, "EVALHUB_LEASE_S": "2", "EVALHUB_ROLLOUT_MAX_ATTEMPTS": "1"}
     seeds = list(range(8))
     with serve_asgi(app) as url:
-        doomed = worker_factory(concurrency=1, **env)
-        worker_factory(concurrency=1, EVALHUB_RUNNER_MAX_INFLIGHT="2", **env)
+        doomed = worker_factory(concurrency=1, EVALHUB_RUNNER_MAX_INFLIGHT="2", **env)
+        worker_factory(concurrency=1, EVALHUB_RUNNER_MAX_INFLIGHT="2", beat=True, **env)
         job_id = job_create(
             client_alice, url, seeds=seeds, max_concurrent=4, env_config={"delay_s": 1.5}
         )

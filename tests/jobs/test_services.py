@@ -10,10 +10,10 @@ from django.contrib.auth import get_user_model
 from django.db import connection, connections, transaction
 from django.utils import timezone
 
-from jobs import leases, services
+from jobs import attempts, leases, services
 from jobs.models import EvalJob, JobEvent, RolloutAttempt, SeedRun
 from tests.jobs.conftest import claim
-from traces.totals import job_summary
+from traces.results.totals import job_summary
 
 pytestmark = pytest.mark.django_db
 
@@ -56,12 +56,10 @@ def test_redispatch_picks_jobs_without_a_live_runner_once_per_lease_period(job, 
     assert services.jobs_redispatch(now=later + timedelta(seconds=30)) == [job.pk]
 
 
-def test_redispatch_tidies_running_seeds_of_a_cancelled_job_whose_worker_died(job):
+def test_cancel_closes_running_seeds_even_when_their_worker_died(job):
     (sr,) = claim(job, "w1", limit=1)
-    leases.rollout_attempt_start(seed_run=sr, token_hash="b" * 64)
+    attempts.rollout_attempt_start(seed_run=sr, token_hash="b" * 64)
     services.job_cancel(job=job)
-    SeedRun.objects.filter(pk=sr.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
-    services.jobs_redispatch()
     sr.refresh_from_db()
     assert sr.status == "cancelled"
     assert RolloutAttempt.objects.get(seed_run=sr).status == "cancelled"
@@ -102,3 +100,26 @@ def test_cancel_does_not_wait_for_workers_writing_rows_that_reference_the_job(jo
         writer.join()
     assert EvalJob.objects.get(pk=job.pk).status == "cancelled"
     assert not SeedRun.objects.filter(job=job, status="pending").exists()
+
+
+def test_redispatch_ends_the_leases_of_a_worker_whose_heartbeats_stopped(job, settings):
+    """The worker holding two seeds is gone (no heartbeat): its leases end at once and the
+    job is handed out again, long before its 60 s lease would run out. A live worker's lease
+    is left alone."""
+    settings.EVALHUB_LEASE_S = 60
+    dead = claim(job, "host:111:aaaa", limit=2)
+    alive = claim(job, "host:222:bbbb", limit=1)
+    EvalJob.objects.filter(pk=job.pk).update(runner_seen_at=timezone.now())
+    assert services.jobs_redispatch(live={"host:222"}) == [job.pk]
+    now = timezone.now()
+    for seed_run in dead:
+        seed_run.refresh_from_db()
+        assert seed_run.status == "running" and seed_run.lease_expires_at <= now
+    alive[0].refresh_from_db()
+    assert alive[0].lease_expires_at > now + timedelta(seconds=50)
+    # Taken over by the next claim, as a loss (not charged to the task app).
+    taken = claim(job, "host:222:cccc", limit=3)
+    assert {sr.pk for sr in dead} <= {sr.pk for sr in taken}
+    assert all(sr.losses == 1 for sr in taken if sr.pk in {d.pk for d in dead})
+    # Nobody is taken for dead when the heartbeats cannot be read.
+    assert services.jobs_redispatch(live=None) == []

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import httpx
 import pytest
 
-from tests.jobs.test_runner import FAST, job_create, job_wait
+from tests.support.jobs import FAST, job_create, job_wait
 from tests.support.servers import serve_asgi
 from tests.support.task_app import score_of, task_app_create
 
@@ -76,7 +77,8 @@ def test_stream_follows_a_running_job_to_its_end_and_resumes_from_last_event_id(
     assert [e["event"] for e in since] == ["eval.policy.job.completed"]
 
 
-def test_stream_of_a_cancelled_job_ends_with_the_cancel_event(client_alice):
+def test_stream_of_a_cancelled_job_ends_with_the_cancel_event(transactional_db, client_alice):
+    # Committed: streams read events in a thread of their poller's (jobs/api/event_poller.py).
     job_id = client_alice.post(
         JOBS, {"task_app_url": "http://127.0.0.1:9", "seeds": [1]}, format="json"
     ).json()["job_id"]
@@ -107,4 +109,48 @@ def test_stream_needs_a_key_and_hides_other_accounts_jobs(client_alice, client_b
     assert wrong.get(url).status_code == 401
     response = client_bob.get(url)
     assert response.status_code == 404 and response.json()["error"] == "not_found"
+    assert response.json()["detail"] == "No such job."
+    assert client_alice.get(f"{JOBS}/eval-x%00y/events/stream").status_code == 404
     assert client_alice.get(f"{url}?since_seq=x").status_code == 400
+    assert client_alice.get(f"{url}?since_seq={2**31}").status_code == 400
+
+
+def test_a_job_id_with_a_nul_is_404_not_500(client_alice):
+    response = client_alice.get(f"{JOBS}/eval-x%00y/events/stream")
+    assert response.status_code == 404 and response.json()["error"] == "not_found"
+
+
+def test_streams_from_different_events_each_get_every_page_then_the_end(
+    transactional_db, client_alice
+):
+    """More events than one read holds (event_poller.PAGE), two streams of the job from two
+    places at once: each gets every event after its own, in order, once, then the end."""
+    from asgiref.sync import async_to_sync
+
+    from jobs.api import event_poller
+    from jobs.events import EventType
+    from jobs.models import JobEvent
+
+    job_id = client_alice.post(
+        JOBS, {"task_app_url": "http://127.0.0.1:9", "seeds": [1]}, format="json"
+    ).json()["job_id"]
+    count = event_poller.PAGE * 2 + 7
+    JobEvent.objects.bulk_create(
+        JobEvent(job_id=job_id, seq=seq, type=EventType.SEED_COMPLETED, data={"seed": seq})
+        for seq in range(2, count + 2)
+    )
+    client_alice.post(f"{JOBS}/{job_id}/cancel")
+    last = JobEvent.objects.filter(job_id=job_id).order_by("-seq").first().seq
+    url = f"{JOBS}/{job_id}/events/stream"
+    responses = [client_alice.get(url), client_alice.get(f"{url}?since_seq=600")]
+
+    async def collect(response) -> str:
+        return b"".join([chunk async for chunk in response.streaming_content]).decode()
+
+    async def both() -> list[str]:
+        return list(await asyncio.gather(*(collect(r) for r in responses)))
+
+    for body, since in zip(async_to_sync(both)(), (0, 600), strict=True):
+        ids = [int(line[4:]) for line in body.splitlines() if line.startswith("id: ")]
+        assert ids == list(range(since + 1, last + 1))
+        assert body.rstrip().split("\n")[-2] == "event: sse.stream.ended"

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.jobs.test_runner import FAST
+from tests.support.jobs import FAST
 from tests.support.servers import ROOT, free_port, serve_asgi
 from tests.support.task_app import score_of, task_app_create
 
@@ -42,7 +42,7 @@ def test_sdk_submit_and_poll_until_complete_get_per_seed_scores_and_errors(
     rows = {r["seed"]: r for r in out["seed_results"]}
     assert {s: rows[s]["score"] for s in (0, 1, 3)} == {s: score_of(s) for s in (0, 1, 3)}
     assert rows[2]["score"] is None and "HTTP 400" in rows[2]["error"]
-    # The failed seed counts 0 in the mean (README, "Figures").
+    # The failed seed counts 0 in the mean (docs/figures.md).
     assert out["mean_score"] == pytest.approx((score_of(0) + score_of(1) + score_of(3)) / 4)
     assert state.headers[0]["x-api-key"] == "task-key-123"
 

@@ -6,8 +6,16 @@ import json
 
 import pytest
 
+from jobs.figures import JsonText
 from jobs.scores import Scores
-from jobs.taskapp import TaskAppError, headers_for, rollout_response_parse
+from jobs.worker.answer_budget import SMALL_BYTES, AnswerBudget, AnswerHold, answer_cost
+from jobs.worker.taskapp import (
+    RolloutOutcome,
+    TaskAppError,
+    headers_for,
+    kept_as_text,
+    rollout_response_parse,
+)
 
 
 def parse(body, status=200):
@@ -133,3 +141,21 @@ def test_429_and_5xx_are_transient_other_4xx_are_not(status, transient):
 def test_the_key_goes_in_all_three_headers_and_none_without_a_key():
     assert headers_for("k") == {"X-API-Key": "k", "Authorization": "Bearer k", "X-API-Keys": "k"}
     assert headers_for(None) == {}
+
+
+def test_a_big_outcome_is_kept_as_its_json_text_and_charged_what_the_text_costs():
+    budget = AnswerBudget(256 * SMALL_BYTES)
+    small = RolloutOutcome(scores=Scores(score=1.0), metrics={"outcome_reward": 1.0},
+                           trace={"steps": [1, 2]})  # fmt: skip
+    hold = AnswerHold(budget)
+    assert kept_as_text(small, hold) is small
+    assert 0 < hold.nbytes < answer_cost(100)
+    trace = {"messages": [{"role": "tool", "content": "é" * SMALL_BYTES}]}
+    big = kept_as_text(RolloutOutcome(scores=Scores(score=1.0), trace=trace), hold)
+    assert isinstance(big.trace, JsonText) and json.loads(big.trace.text) == trace
+    assert isinstance(big.metrics, JsonText) and json.loads(big.metrics.text) == {}
+    assert big.scores == Scores(score=1.0)
+    # Its text is Latin-1 held as one byte a character: the charge is the text's memory.
+    assert answer_cost(SMALL_BYTES) <= hold.nbytes == budget.used < answer_cost(SMALL_BYTES + 200)
+    hold.release()
+    assert budget.used == 0

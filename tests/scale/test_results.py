@@ -9,11 +9,12 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from jobs import services
+from jobs import labels, services
 from jobs.apikeys import api_key_create_for_username
 from jobs.models import EvalJob, RolloutAttempt, SeedRun
-from traces import totals
 from traces.models import LLMCall
+from traces.results import totals
+from traces.results.summary import with_people
 
 JOBS = "/api/eval/jobs"
 SEEDS = 2_345  # more than two chunks of rows (totals.RESULT_ROWS_CHUNK)
@@ -62,6 +63,8 @@ def test_the_streamed_document_is_the_whole_results_document(big_job):
     assert "content-length" not in response.headers  # streamed, not built in memory
     body = response.json()
     summary, rows = totals.job_results(job=job)
+    # The summary as the job's figures have it, with what people made of its samples.
+    summary = with_people(summary, labels.job_people(job=job))
     assert body["summary"] == httpx.Response(200, json=summary).json()
     assert body["mean_score_scored"] == 0.25 and body["num_successful"] == (SEEDS + 1) // 2
     assert body["mean_score"] == pytest.approx(0.25 * body["num_successful"] / SEEDS)

@@ -1,5 +1,5 @@
 """The zip's redaction skips the parts of a document with nothing to redact: what it makes must
-equal the full walk's, whatever hides where (traces.members._redacted against Redactor.value)."""
+equal the full walk's, whatever hides where (traces.zip.members._redacted against Redactor.value)."""
 
 from __future__ import annotations
 

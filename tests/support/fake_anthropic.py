@@ -6,7 +6,7 @@ body) so tests can see what reached it.
 Steered through the body field `"fake": {...}` (the SDKs' `extra_body`):
   input_tokens, cache_creation_input_tokens, cache_read_input_tokens, output_tokens
   thinking: "..."    begin the answer with a thinking block
-  fail_times, fail_status, retry_after, fail_key    as in fake_openai.py
+  fail_times, fail_status, retry_after, fail_key    as in evalhub/fakeprovider/server.py
 It answers with a `tool_use` of the first tool whenever the request has tools and its last
 message is not a tool result.
 """

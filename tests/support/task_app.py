@@ -6,13 +6,19 @@ JSON objects have string keys):
 - default: answers metrics with `outcome_reward = score_of(seed)` after `delay_s` seconds;
 - `status_always: {"3": 400}`: always answers that HTTP status for seed 3;
 - `fail_times: {"5": 2}`: answers 503 the first 2 times seed 5 is asked, then succeeds;
+- `busy_times: {"5": 4}`: answers 429 with `Retry-After: 0.2` the first 4 times, then succeeds;
 - `hang: [7]`: never answers seed 7 (until the client goes away);
 - `garbage: {"8": "not_json" | "no_metrics" | "wrong_types" | "list"}`: a malformed answer;
 - `score_field: "reward_mean"`: report the score only in that metrics field;
 - `call_llm: true`: one chat completion through `policy.config.inference_url` per rollout;
 - `call_llm: "tools"`: a small agent loop through `policy.config.inference_url` instead: a call
   offering the `get_weather` tool (asking the fake provider to reason first, see
-  `tests/support/fake_openai.py`), then, with the tool's result, a call for the final answer;
+  `evalhub/fakeprovider`), then, with the tool's result, a call for the final answer;
+- `call_llm: "responses"` / `"messages"`: the same agent loop spoken in OpenAI's Responses API
+  (the `openai` SDK) or Anthropic's Messages API (the `anthropic` SDK), its final call streamed;
+- `call_llm: "chat"`: two chat completions with the `openai` SDK (its default retries), the
+  second carrying the first's answer and a follow-up (`follow_ups: {"1": "..."}` changes seed 1's;
+  `stream: true` streams both); the answers go back in the trace (`trace.answers`);
 - `call_llm: "until_refused"`: chat completions one after another, up to 10, until one is not
   answered 200 (a rollout that keeps going until its rollout limit stops it);
 - `echo_secrets: true`: the `status_always` answers repeat the key and the inference URL;
@@ -33,7 +39,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+import anthropic
 import httpx
+import openai
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 
@@ -98,6 +106,10 @@ def task_app_create(*, delay_s: float = 0.0) -> tuple[FastAPI, TaskAppState]:
                 return PlainTextResponse(f"seed {seed} fails this time", status_code=400)
             if calls <= int(config.get("fail_times", {}).get(key, 0)):
                 return PlainTextResponse("busy, try again", status_code=503)
+            if calls <= int(config.get("busy_times", {}).get(key, 0)):
+                return PlainTextResponse(
+                    "at capacity", status_code=429, headers={"Retry-After": "0.2"}
+                )
             garbage = config.get("garbage", {}).get(key)
             if garbage == "not_json":
                 return PlainTextResponse("<html>oops</html>")
@@ -107,8 +119,15 @@ def task_app_create(*, delay_s: float = 0.0) -> tuple[FastAPI, TaskAppState]:
                 return JSONResponse({"run_id": body["run_id"], "metrics": {"outcome_reward": "1"}})
             if garbage == "list":
                 return JSONResponse([1, 2, 3])
-            if config.get("call_llm") == "tools":
+            answers: list[Any] = []
+            if config.get("call_llm") == "chat":
+                answers = await _chat_agent(body, config)
+                state.llm_answers.extend(answers)
+            elif config.get("call_llm") == "tools":
                 state.llm_answers.extend(await _call_llm_with_tool(body))
+            elif config.get("call_llm") in ("responses", "messages"):
+                agent = _responses_agent if config["call_llm"] == "responses" else _messages_agent
+                state.llm_answers.extend(await agent(body))
             elif config.get("call_llm") == "until_refused":
                 for _ in range(10):
                     state.llm_answers.append(await _call_llm(body))
@@ -128,7 +147,11 @@ def task_app_create(*, delay_s: float = 0.0) -> tuple[FastAPI, TaskAppState]:
                 {
                     "run_id": body["run_id"],
                     "metrics": metrics,
-                    "trace": {"seed": seed, "steps": [{"action": "answer", "reward": score}]},
+                    "trace": {
+                        "seed": seed,
+                        "steps": [{"action": "answer", "reward": score}],
+                        **({"answers": answers} if answers else {}),
+                    },  # fmt: skip
                     "trace_correlation_id": body["policy"]["config"].get("trace_correlation_id"),
                     "aborted": False,
                 }
@@ -219,3 +242,96 @@ async def _call_llm_with_tool(body: dict[str, Any]) -> list[Any]:
         )
         second.raise_for_status()
     return [first.json(), second.json()]
+
+
+FOLLOW_UP = "Now add 1 to that."
+
+
+async def _chat_agent(body: dict[str, Any], env_config: dict[str, Any]) -> list[str]:
+    """Two turns of a chat with the `openai` SDK as task apps use it (retries on, streamed when
+    `env_config.stream`); the answers it read."""
+    config, seed = body["policy"]["config"], str(body["env"]["seed"])
+    follow_up = (env_config.get("follow_ups") or {}).get(seed, FOLLOW_UP)
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": f"Seed {seed}: what is 2 + {seed}?"}
+    ]
+    answers = []
+    async with openai.AsyncOpenAI(base_url=config["inference_url"], api_key="task-app") as client:
+        for turn in range(2):
+            asked = {"model": config.get("model", "gpt-4o-mini"), "messages": messages}
+            if env_config.get("stream"):
+                stream = await client.chat.completions.create(**asked, stream=True)
+                said = "".join(
+                    [c.choices[0].delta.content or "" async for c in stream if c.choices]
+                )
+            else:
+                said = (await client.chat.completions.create(**asked)).choices[0].message.content
+            answers.append(said)
+            if turn == 0:
+                messages += [
+                    {"role": "assistant", "content": said},
+                    {"role": "user", "content": follow_up},
+                ]
+    return answers
+
+
+def _question(body: dict[str, Any]) -> str:
+    return f"Seed {body['env']['seed']}: what is the weather in Paris?"
+
+
+async def _responses_agent(body: dict[str, Any]) -> list[Any]:
+    """`_call_llm_with_tool`'s turn in the Responses API: the model's output items go back in
+    the input with the tool's result; the final answer comes as a stream of events."""
+    config = body["policy"]["config"]
+    model = config.get("model", "gpt-4o-mini")
+    tools = [{"type": "function", **WEATHER_TOOL["function"]}]
+    items: list[Any] = [{"role": "user", "content": _question(body)}]
+    async with openai.AsyncOpenAI(
+        base_url=config["inference_url"], api_key="task-app", max_retries=0
+    ) as client:
+        first = await client.responses.create(
+            model=model, instructions=AGENT_SYSTEM, input=items, tools=tools,
+            extra_body={"fake": {"reasoning": AGENT_REASONING}},
+        )  # fmt: skip
+        items += [item.model_dump(exclude_none=True) for item in first.output]
+        items += [
+            {"type": "function_call_output", "call_id": item.call_id,
+             "output": weather_of(json.loads(item.arguments))}
+            for item in first.output if item.type == "function_call"
+        ]  # fmt: skip
+        stream = await client.responses.create(
+            model=model, instructions=AGENT_SYSTEM, input=items, tools=tools, stream=True
+        )
+        events = [event async for event in stream]
+    return [first.model_dump(), events[-1].response.model_dump()]
+
+
+async def _messages_agent(body: dict[str, Any]) -> list[Any]:
+    """`_call_llm_with_tool`'s turn in Anthropic's Messages API: the model's content blocks go
+    back as the assistant's message, the tool's result as the user's; the final answer is
+    streamed."""
+    config = body["policy"]["config"]
+    model = config.get("model", "claude-sonnet-4-5")
+    function = WEATHER_TOOL["function"]
+    tools = [{"name": function["name"], "description": function["description"],
+              "input_schema": function["parameters"]}]  # fmt: skip
+    messages: list[Any] = [{"role": "user", "content": _question(body)}]
+    async with anthropic.AsyncAnthropic(
+        base_url=config["inference_url"], api_key="task-app", max_retries=0
+    ) as client:
+        first = await client.messages.create(
+            model=model, max_tokens=512, system=AGENT_SYSTEM, messages=messages, tools=tools,
+            extra_body={"fake": {"thinking": AGENT_REASONING}},
+        )  # fmt: skip
+        said = [block.model_dump(exclude_none=True) for block in first.content]
+        messages.append({"role": "assistant", "content": said})
+        results = [
+            {"type": "tool_result", "tool_use_id": b.id, "content": weather_of(b.input)}
+            for b in first.content if b.type == "tool_use"
+        ]  # fmt: skip
+        messages.append({"role": "user", "content": results})
+        async with client.messages.stream(
+            model=model, max_tokens=512, system=AGENT_SYSTEM, messages=messages, tools=tools
+        ) as stream:
+            final = await stream.get_final_message()
+    return [first.model_dump(), final.model_dump()]

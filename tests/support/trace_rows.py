@@ -157,6 +157,7 @@ def make_traced_job(
         policy={"model": "gpt-4o-mini", "provider": "openai", "temperature": 0.0},
         env_config={"split": "test"},
         num_seeds=len(seeds),
+        num_samples=len(seeds),
         started_at=now - timedelta(minutes=5),
         completed_at=now if terminal else None,
     )

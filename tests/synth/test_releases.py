@@ -14,8 +14,8 @@ import httpx
 import pytest
 
 from jobs.apikeys import api_key_create_for_username
-from tests.jobs.test_runner import FAST
 from tests.support import servers
+from tests.support.jobs import FAST, api_job_create, api_job_wait
 from tests.support.servers import ROOT
 from tests.support.synth_task_app import reward_of, usage_for
 
@@ -122,17 +122,10 @@ def test_jobs_complete_on_task_apps_of_each_framework_with_exact_scores_tokens_a
         body = {"task_app_url": url, "task_app_api_key": TASK_APP_KEY, "env_name": "demo",
                 "seeds": SEEDS, "policy": {"model": "gpt-4o-mini", "provider": "openai"},
                 "max_concurrent": 2, "timeout": 30}  # fmt: skip
-        created = httpx.post(f"{base}/api/eval/jobs", json=body, headers=headers, timeout=30)
-        assert created.status_code == 201, created.text
-        jobs[version] = created.json()["job_id"]
-
-    def finished(job_id: str):
-        status = httpx.get(f"{base}/api/eval/jobs/{job_id}", headers=headers, timeout=30).json()
-        return status if status["status"] in ("completed", "failed", "cancelled") else None
+        jobs[version] = api_job_create(base, headers, body)
 
     for version, job_id in jobs.items():
-        status = servers.wait_until(lambda j=job_id: finished(j), timeout=120, interval=0.3,
-                                    what=f"the job on {version}'s task app")  # fmt: skip
+        status = api_job_wait(base, headers, job_id)
         results = httpx.get(f"{base}/api/eval/jobs/{job_id}/results", headers=headers).json()
         rows = {r["seed"]: r for r in results["results"]}
         assert status["status"] == "completed", (version, results)

@@ -11,10 +11,10 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 from moto.server import ThreadedMotoServer
 
+from evalhub.fakeprovider import FakeOpenAI
 from jobs.models import EvalJob, RolloutAttempt, SeedRun
 from tests.support import servers
 from tests.support.fake_anthropic import FakeAnthropic
-from tests.support.fake_openai import FakeOpenAI
 from traces.tokens import token_hash, token_new
 
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "docs" / "trace.schema.json"
@@ -95,30 +95,38 @@ MODEL_PRICES = {
 MAX_REQUEST_BYTES = 64 * 1024
 
 
-@pytest.fixture
-def interceptor_web(transactional_db, fake_upstream):
-    """evalhub's web process with `openai` pointed at the fake upstream; yields its base URL."""
-    web, base = servers.start_web(
-        OPENAI_BASE_URL=fake_upstream.url,
-        OPENAI_API_KEY=SERVER_KEY,
-        EVALHUB_PROVIDERS=json.dumps(
-            {
-                # Provider errors reach the caller at once here (tests/traces/test_resilience.py
-                # has the retries).
-                "openai": {"max_retries": 0},
-                "selfhosted": {"base_url": fake_upstream.url, "api_key_env": "SELFHOSTED_KEY"},
-            }
-        ),
-        SELFHOSTED_KEY="sk-selfhosted-secret",
-        EVALHUB_MODEL_PRICES=json.dumps(MODEL_PRICES),
-        # Every call re-reads its token, so a test that ends an attempt sees it at once.
-        EVALHUB_INTERCEPTOR_TOKEN_TTL_S="0",
-        EVALHUB_INTERCEPTOR_GRACE_S="30",
-        EVALHUB_INTERCEPTOR_READ_TIMEOUT_S="1.5",
-        EVALHUB_MAX_REQUEST_BYTES=str(MAX_REQUEST_BYTES),
-    )
+@pytest.fixture(scope="module")
+def interceptor_web_process(django_db_setup, django_db_blocker, fake_upstream_server):
+    """evalhub's web process with `openai` pointed at the fake upstream, once per module."""
+    upstream = fake_upstream_server.url
+    with django_db_blocker.unblock():
+        web, base = servers.start_web(
+            OPENAI_BASE_URL=upstream,
+            OPENAI_API_KEY=SERVER_KEY,
+            EVALHUB_PROVIDERS=json.dumps(
+                {
+                    # Provider errors reach the caller at once here
+                    # (tests/traces/test_resilience.py has the retries).
+                    "openai": {"max_retries": 0},
+                    "selfhosted": {"base_url": upstream, "api_key_env": "SELFHOSTED_KEY"},
+                }
+            ),
+            SELFHOSTED_KEY="sk-selfhosted-secret",
+            EVALHUB_MODEL_PRICES=json.dumps(MODEL_PRICES),
+            # Every call re-reads its token, so a test that ends an attempt sees it at once.
+            EVALHUB_INTERCEPTOR_TOKEN_TTL_S="0",
+            EVALHUB_INTERCEPTOR_GRACE_S="30",
+            EVALHUB_INTERCEPTOR_READ_TIMEOUT_S="1.5",
+            EVALHUB_MAX_REQUEST_BYTES=str(MAX_REQUEST_BYTES),
+        )
     yield base
     web.stop()
+
+
+@pytest.fixture
+def interceptor_web(transactional_db, interceptor_web_process, fake_upstream):
+    """The module's interceptor web process; yields its base URL."""
+    return interceptor_web_process
 
 
 @dataclass
@@ -139,6 +147,7 @@ def make_rollout(transactional_db):
             task_app_url="http://127.0.0.1:9/",
             policy={"provider": provider, "model": "gpt-4o-mini"},
             num_seeds=1,
+            num_samples=1,
             **job,
         )
         seed_run = SeedRun.objects.create(job=job_row, seed=7, status="running")

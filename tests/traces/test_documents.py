@@ -11,15 +11,15 @@ from django.utils import timezone
 
 from jobs.models import RolloutAttempt, SeedRun
 from tests.support.trace_rows import TASK_APP_BEARER, TASK_APP_KEY, make_traced_job
-from traces.documents import (
+from traces.models import LLMCall
+from traces.redaction import job_redactor
+from traces.zip.documents import (
     PRUNED_REQUEST,
     SCHEMA,
     document_bytes,
     seed_trace,
     seed_trace_document,
 )
-from traces.models import LLMCall
-from traces.redaction import job_redactor
 
 pytestmark = pytest.mark.django_db
 
@@ -70,7 +70,7 @@ def test_document_holds_the_exchange_of_every_call(trace_schema):
     assert first["usage"] == {
         "prompt_tokens": 130, "completion_tokens": 30, "cached_tokens": 64,
         "reasoning_tokens": 12, "cache_write_tokens": None, "total_tokens": 160,
-        "estimated": False,
+        "estimated": False, "unknown": False,
     }  # fmt: skip
     assert first["cost_usd"] == pytest.approx(0.0000405) and first["cost_unknown"] is False
     assert first["ttft_ms"] == 85.0 and first["latency_ms"] == 410.0 and first["status"] == "ok"

@@ -12,8 +12,9 @@ from django.test.utils import CaptureQueriesContext
 
 from jobs.models import EvalJob, SeedRun
 from tests.support.trace_rows import TASK_APP_BEARER, TASK_APP_KEY, make_traced_job
-from traces import export, members, tasks
+from traces import tasks
 from traces.models import LLMCall
+from traces.zip import export, members
 
 pytestmark = pytest.mark.django_db
 JOBS = "/api/eval/jobs"

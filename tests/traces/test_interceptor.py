@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from tests.support import servers
 from tests.traces.conftest import SERVER_KEY
-from traces.models import LLMCall
+from traces.models import CallState, LLMCall
 
 CALLER_KEY = "sk-caller-key-that-must-stay-here"
 MESSAGES = [
@@ -49,7 +49,8 @@ def direct(fake) -> openai.OpenAI:
 def recorded(attempt, n: int = 1) -> list[LLMCall]:
     def ready():
         calls = list(LLMCall.objects.filter(attempt=attempt).order_by("seq"))
-        return calls if len(calls) >= n else None
+        done = len(calls) >= n and all(c.state == CallState.DONE for c in calls)
+        return calls if done else None
 
     return servers.wait_until(ready, timeout=15, what=f"{n} recorded LLM call(s)")
 

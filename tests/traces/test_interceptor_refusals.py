@@ -9,7 +9,7 @@ import openai
 import pytest
 from django.utils import timezone
 
-from tests.support.fake_openai import stream_chunks
+from evalhub.fakeprovider import stream_chunks
 from tests.traces.conftest import MAX_REQUEST_BYTES
 from tests.traces.test_interceptor import (
     GPT_4O_MINI,
@@ -20,7 +20,7 @@ from tests.traces.test_interceptor import (
     through,
 )
 from traces.models import LLMCall
-from traces.totals import seed_usage
+from traces.results.totals import seed_usage
 
 
 @pytest.mark.parametrize("status", [400, 429, 500, 503])
@@ -143,6 +143,7 @@ def test_a_spent_token_budget_answers_429_and_forwards_nothing(
     assert len(fake_upstream.received) == 1
     first, refused = recorded(rollout.attempt, 2)
     assert refused.http_status == 429 and refused.error.startswith("budget_exceeded")
+    assert refused.refusal == "budget_exceeded"
     assert refused.total_tokens == 0 and refused.cost_usd == 0.0
 
 

@@ -1,4 +1,4 @@
-"""Zip members kept ready (traces.members): a zip assembled from them is the zip built from the
+"""Zip members kept ready (traces.zip.members): a zip assembled from them is the zip built from the
 rows; a member whose rows changed is built again; the archive opens with zip64 past 65,535."""
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ from django.utils import timezone
 
 from jobs.models import EvalJob, SeedRun
 from tests.support.trace_rows import make_traced_job
-from traces import export, members, tasks
+from traces import tasks
 from traces.models import LLMCall, TraceMember
 from traces.retention import traces_prune
-from traces.zipwriter import ZipWriter, deflate
+from traces.zip import export, members
+from traces.zip.writer import ZipWriter, deflate
 
 pytestmark = pytest.mark.django_db
 

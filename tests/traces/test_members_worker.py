@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from jobs.models import EvalJob
-from tests.jobs.test_runner import FAST, job_create, job_wait
+from tests.support.jobs import FAST, job_create, job_wait
 from tests.support.servers import serve_asgi, wait_until
 from tests.support.task_app import task_app_create
 from traces.models import TraceMember

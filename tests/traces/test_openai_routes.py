@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support import fake_wire
+from evalhub.fakeprovider import wire as fake_wire
 from tests.traces.conftest import SERVER_KEY
 from tests.traces.test_interceptor import (
     CALLER_KEY,

@@ -1,6 +1,6 @@
 import pytest
 
-from traces.pricing import call_cost
+from traces.calls.pricing import call_cost
 
 
 def test_cached_prompt_tokens_are_billed_at_the_cache_read_price():
@@ -69,7 +69,7 @@ def test_every_model_costs_exactly_what_the_library_says():
 
     from genai_prices.data_snapshot import get_snapshot
 
-    from traces import pricing
+    from traces.calls import pricing
 
     rng = random.Random(7)
     usages = [

@@ -7,10 +7,10 @@ import asyncio
 
 from aiohttp import web
 
+from traces.calls.recording import CallRecord
 from traces.interceptor import relay
 from traces.interceptor.clients import UpstreamClient
 from traces.redaction import server_redactor
-from traces.services import CallRecord
 
 KEY = "sk-provider-key-that-must-stay-0042"
 

@@ -8,14 +8,19 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
+import openai
 import pytest
+from django.utils import timezone
 
+from evalhub import revocations
+from jobs.models import RolloutAttempt
+from tests.support import servers
 from tests.traces.test_interceptor import GPT_4O_MINI, MESSAGES, published_cost, recorded, through
 from tests.traces.test_messages_route import MESSAGES as CLAUDE_MESSAGES
 from tests.traces.test_messages_route import MODEL as CLAUDE_MODEL
 from tests.traces.test_messages_route import claude
 from traces.models import RETRIED_MARK
-from traces.totals import seed_usage
+from traces.results.totals import seed_usage
 
 pytestmark = pytest.mark.filterwarnings("ignore:The model .* is deprecated:DeprecationWarning")
 ONE_CALL = published_cost(GPT_4O_MINI, prompt=1200, completion=300)
@@ -86,3 +91,38 @@ def test_calls_over_a_providers_rpm_wait_their_turn(wire, make_rollout):
     arrivals = sorted(r["at"] for r in wire.openai.received)
     gaps = [b - a for a, b in zip(arrivals, arrivals[1:], strict=False)]
     assert len(arrivals) == 3 and all(gap >= 0.9 for gap in gaps), gaps
+
+
+def test_calls_waiting_their_turn_when_the_rollout_ends_never_reach_the_provider(
+    wire, make_rollout
+):
+    """Three calls at once behind an rpm of 60: the first goes out, the others wait their turn
+    (a second, two). The rollout ends meanwhile (its worker pushes the end and writes it): as
+    their turn comes the interceptor looks again, so they are refused (410, no retry by the
+    SDK) and never reach the provider, their rows kept as refused."""
+    rollout = make_rollout()
+    client = through(wire.base, rollout.token)
+
+    def call(_):
+        try:
+            return client.chat.completions.create(model="fast", messages=MESSAGES)
+        except openai.APIStatusError as exc:
+            return exc.status_code
+
+    with ThreadPoolExecutor(3) as pool:
+        answers = pool.map(call, range(3))
+        servers.wait_until(lambda: len(wire.openai.received) == 1, what="the first call out")
+        RolloutAttempt.objects.filter(pk=rollout.attempt.pk).update(
+            status="succeeded", finished_at=timezone.now()
+        )
+        revocations.publish([rollout.attempt.pk])
+        answers = list(answers)
+
+    assert sorted(a if isinstance(a, int) else 200 for a in answers) == [200, 410, 410]
+    time.sleep(2.5)  # the last turn, had it been taken
+    assert len(wire.openai.received) == 1
+    calls = recorded(rollout.attempt, 3)
+    assert sorted(c.http_status for c in calls) == [200, 410, 410]
+    for refused in (c for c in calls if c.http_status == 410):
+        assert refused.state == "done" and refused.error.startswith("rollout_ended")
+        assert refused.cost_usd == 0.0 and not refused.total_tokens

@@ -13,10 +13,10 @@ from django.utils import timezone
 
 from jobs.models import EvalJob, SeedRun
 from tests.support.trace_rows import make_traced_job
-from traces import export
-from traces.documents import PRUNED_REQUEST
 from traces.models import LLMCall
 from traces.retention import traces_prune
+from traces.zip import export
+from traces.zip.documents import PRUNED_REQUEST
 
 pytestmark = pytest.mark.django_db
 

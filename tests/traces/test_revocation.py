@@ -9,7 +9,7 @@ import time
 import openai
 import pytest
 
-from jobs.leases import AttemptEnd, rollout_attempt_finish
+from jobs.attempts import AttemptEnd, rollout_attempt_finish
 from tests.support import servers
 from tests.traces.conftest import SERVER_KEY
 from tests.traces.test_interceptor import MESSAGES, through

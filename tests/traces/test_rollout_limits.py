@@ -9,12 +9,12 @@ from concurrent.futures import ThreadPoolExecutor
 import openai
 import pytest
 
-from tests.jobs.test_runner import FAST, job_create, job_wait
+from tests.support.jobs import FAST, job_create, job_wait
 from tests.support.servers import serve_asgi
 from tests.support.task_app import task_app_create
 from tests.traces.test_interceptor import GPT_4O_MINI, MESSAGES, published_cost, recorded, through
 from traces.models import LLMCall
-from traces.totals import job_results
+from traces.results.totals import job_results
 
 # Each call of the fake spends 1200 + 300 tokens by default.
 CALL_TOKENS = 1500

@@ -5,10 +5,10 @@ import uuid
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
+from evalhub.fakeprovider import completion
 from jobs.models import EvalJob, RolloutAttempt, SeedRun
-from tests.support.fake_openai import completion
+from traces.calls.recording import CallRecord, llm_call_build, llm_calls_save
 from traces.models import LLMCall
-from traces.services import CallRecord, llm_call_build, llm_calls_save
 
 REQUEST = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi there"}]}
 

@@ -1,6 +1,6 @@
 import json
 
-from traces.usage import response_from_stream, sse_events, usage_estimate, usage_from_provider
+from traces.calls.usage import response_from_stream, sse_events, usage_estimate, usage_from_provider
 
 
 def test_provider_usage_reads_cached_and_reasoning_details():

@@ -1,6 +1,7 @@
 """A web process whose interceptor serves the judge too: `openai` is the fake provider (which
-answers evalhub's judge, see tests/support/fake_openai.py) and `deadjudge` a provider nobody
-listens at. `stack.worker()` starts real Celery workers pointed at it."""
+answers evalhub's judge, see evalhub/fakeprovider), `claude` the fake Anthropic one
+(tests/support/fake_anthropic.py) and `deadjudge` a provider nobody listens at.
+`stack.worker()` starts real Celery workers pointed at it."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 
 from jobs.apikeys import api_key_create_for_username
 from tests.support import servers
+from tests.support.fake_anthropic import FakeAnthropic
 
 PROVIDER_KEY = "sk-judge-stack-provider-secret"
 
@@ -42,20 +44,35 @@ class Stack:
         )
 
 
-@pytest.fixture
-def stack(transactional_db, celery_queue, fake_upstream):
+@pytest.fixture(scope="session")
+def fake_claude():
+    """The fake Anthropic provider on a loopback port; yields its base URL."""
+    with servers.serve_asgi(FakeAnthropic()) as base:
+        yield base
+
+
+@pytest.fixture(scope="module")
+def judge_web(django_db_setup, django_db_blocker, celery_queue, fake_upstream_server, fake_claude):
+    """The web process of the module's tests; yields its base URL."""
     dead = f"http://127.0.0.1:{servers.free_port()}/v1"
-    web, base = servers.start_web(
-        EVALHUB_CELERY_QUEUE=celery_queue,
-        OPENAI_BASE_URL=fake_upstream.url,
-        OPENAI_API_KEY=PROVIDER_KEY,
-        EVALHUB_PROVIDERS=json.dumps({"deadjudge": {"base_url": dead}}),
-    )
+    claude = {"kind": "anthropic", "base_url": fake_claude, "api_key_env": "CLAUDE_KEY"}
+    with django_db_blocker.unblock():
+        web, base = servers.start_web(
+            EVALHUB_CELERY_QUEUE=celery_queue,
+            OPENAI_BASE_URL=fake_upstream_server.url,
+            OPENAI_API_KEY=PROVIDER_KEY,
+            CLAUDE_KEY="sk-ant-judge-stack-secret",
+            EVALHUB_PROVIDERS=json.dumps({"deadjudge": {"base_url": dead}, "claude": claude}),
+        )
+    yield base
+    web.stop()
+
+
+@pytest.fixture
+def stack(transactional_db, celery_queue, judge_web, fake_upstream):
     _, key = api_key_create_for_username(username="alice")
-    s = Stack(base=base, fake=fake_upstream, queue=celery_queue, key=key)
+    s = Stack(base=judge_web, fake=fake_upstream, queue=celery_queue, key=key)
     try:
         yield s
     finally:
-        for worker in s.workers:
-            worker.stop()
-        web.stop()
+        servers.stop_after_test(s.workers)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from evalhub.fakeprovider import JUDGE_USAGE, judge_score
 from jobs.models import EvalJob, SeedRun
-from tests.support.fake_openai import JUDGE_USAGE, judge_score
-from tests.support.servers import serve_asgi, wait_until
+from tests.support.jobs import job_wait
+from tests.support.servers import serve_asgi
 from tests.support.task_app import score_of, task_app_create
 from traces.models import LLMCall
 
@@ -39,17 +40,9 @@ def job_run(stack, url: str, verifier: dict, **overrides) -> tuple[EvalJob, dict
     response = stack.post("/api/eval/jobs", job_body(url, verifier, **overrides))
     assert response.status_code == 201, response.text
     job_id = response.json()["job_id"]
-    job = job_wait(job_id)
+    job = job_wait(job_id, timeout=90)
     results = stack.get(f"/api/eval/jobs/{job_id}/results").json()
     return job, results
-
-
-def job_wait(job_id: str, timeout: float = 90) -> EvalJob:
-    def over():
-        job = EvalJob.objects.get(pk=job_id)
-        return job if job.is_terminal else None
-
-    return wait_until(over, timeout=timeout, what=f"job {job_id} to end")
 
 
 def judge_calls(job: EvalJob) -> dict[int, list[LLMCall]]:
@@ -179,3 +172,29 @@ def test_judge_provider_down_keeps_the_task_app_score_and_says_so(stack):
         assert row["tokens"] == sum(POLICY_USAGE.values()) and row["judge_tokens"] == 0
     seed = SeedRun.objects.get(job=job, seed=4)
     assert seed.task_app_score == pytest.approx(score_of(4))
+
+
+def test_a_job_stored_with_weights_that_overflow_still_ends_and_reads(stack):
+    """Weights of 1e308 (accepted before they were bounded) summed to infinity and made every
+    fused reward NaN: the judge's summary crashed and the job ran for ever. Stored so, such a
+    job now ends with finite rewards, and every read of it answers."""
+    from django.contrib.auth import get_user_model
+
+    from jobs import services
+
+    app, _ = task_app_create()
+    verifier = {"enabled": True, "reward_source": "fused", "backend_provider": "openai",
+                "weight_env": 1e308, "weight_event": 1e308, "weight_outcome": 1e308}  # fmt: skip
+    with serve_asgi(app) as url:
+        stack.worker()
+        body = {**job_body(url, verifier), "verifier_config": verifier}
+        spec = services.JobSpec(**body)
+        owner = get_user_model().objects.get(username="alice")
+        job = job_wait(services.job_create(owner=owner, spec=spec).id)
+    assert job.status == "completed", job.error
+    rows = stack.get(f"/api/eval/jobs/{job.id}/results").json()["results"]
+    for row in rows:
+        expected = (score_of(row["seed"]) + 2 * row["verifier_score"]) / 3
+        assert row["score"] == pytest.approx(expected)
+    for path in (f"/api/eval/jobs/{job.id}", "/api/eval/jobs", f"/api/eval/jobs/{job.id}/seeds/0"):
+        assert stack.get(path).status_code == 200, path

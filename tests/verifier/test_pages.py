@@ -6,7 +6,13 @@ import pytest
 from playwright.sync_api import expect
 
 from jobs.models import SeedRun
-from tests.frontend.conftest import chromium, dashboard_user, page, web_server  # noqa: F401
+from tests.frontend.conftest import (  # noqa: F401
+    chromium,
+    dashboard_user,
+    dashboard_web,
+    page,
+    web_server,
+)
 from tests.frontend.test_browser import JOB_TIMEOUT_MS, job_post, worker_start
 from tests.support.browser import orm_allowed, screenshot, sign_in
 from tests.support.servers import serve_asgi

@@ -4,6 +4,7 @@ config's validation: plain functions, checked directly."""
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -15,30 +16,23 @@ def answer(content) -> dict:
     return {"choices": [{"message": {"role": "assistant", "content": content}}]}
 
 
-def test_transcript_keeps_each_message_once_with_tool_calls_and_results():
-    system = {"role": "system", "content": "weather agent"}
-    user = {"role": "user", "content": "Paris?"}
+def test_a_conversation_renders_with_its_tool_calls_and_results():
     call = {"role": "assistant", "content": None, "tool_calls": [
         {"id": "c1", "type": "function",
          "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]}  # fmt: skip
-    tool = {"role": "tool", "tool_call_id": "c1", "content": "18 degrees"}
-    final = {"role": "assistant", "content": "It is 18 degrees."}
-    calls = [
-        ({"messages": [system, user]}, answer(None) | {"choices": [{"message": call}]}),
-        ({"messages": [system, user, call, tool]}, {"choices": [{"message": final}]}),
+    messages = [
+        {"role": "user", "content": [{"type": "text", "text": "Paris?"}]},
+        call,
+        {"role": "tool", "tool_call_id": "c1", "content": "18 degrees"},
+        {"role": "assistant", "content": "It is 18 degrees."},
     ]
-    messages = prompt.transcript(calls)
-    assert messages == [system, user, call, tool, final]
     text = "\n".join(prompt.render(m) for m in messages)
+    assert text.startswith("[user] Paris?\n[assistant]\n")  # text parts read as text
     assert '-> tool call get_weather({"city": "Paris"})' in text
     assert "[tool] 18 degrees" in text and "[assistant] It is 18 degrees." in text
-
-
-def test_a_call_that_does_not_continue_the_history_starts_a_new_thread():
-    a = {"role": "user", "content": "first"}
-    b = {"role": "user", "content": "second"}
-    messages = prompt.transcript([({"messages": [a]}, None), ({"messages": [b]}, None)])
-    assert messages == [a, b]
+    assert prompt.render({"role": "user", "content": [{"type": "image"}]}) == (
+        '[user] [{"type": "image"}]'
+    )
 
 
 def test_trim_keeps_the_start_and_the_end_within_the_budget():
@@ -101,6 +95,24 @@ def test_reward_formula_of_each_source():
     assert rewards.reward(verifier, task_app_score=0.2, verifier_score=None) is None
     only_judge = VerifierConfig(reward_source="fused", weight_env=0, weight_outcome=1)
     assert rewards.reward(only_judge, task_app_score=None, verifier_score=0.4) == 0.4
+
+
+@pytest.mark.parametrize(
+    "weights",
+    [
+        {"weight_env": 1e308, "weight_event": 1e308, "weight_outcome": 1e308},
+        {"weight_env": 1e308, "weight_event": 5e-324},
+        {"weight_env": float("inf"), "weight_event": 1.0},
+        {"weight_env": float("nan"), "weight_event": 1.0},
+    ],
+)
+def test_the_fused_reward_is_never_nan_or_infinite(weights):
+    config = VerifierConfig(reward_source="fused", **weights)
+    for task_app_score, verifier_score in ((1.0, 0.5), (1.7e308, 1.7e308), (-1.7e308, 1.0)):
+        value = rewards.reward(config, task_app_score=task_app_score, verifier_score=verifier_score)
+        assert value is None or math.isfinite(value), (weights, task_app_score, value)
+    huge = VerifierConfig(reward_source="fused", weight_env=1e308, weight_event=1e308)
+    assert rewards.reward(huge, task_app_score=1.0, verifier_score=0.5) == pytest.approx(0.75)
 
 
 def test_config_reads_synth_defaults_and_validates_ours():

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from evalhub.fakeprovider import JUDGE_USAGE, judge_score
 from jobs.models import EvalJob
-from tests.support.fake_openai import JUDGE_USAGE, judge_score
 from tests.support.servers import serve_asgi
 from tests.support.task_app import score_of, task_app_create
 from tests.verifier.test_judge import job_body, job_run, job_wait, judge_calls

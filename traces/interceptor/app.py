@@ -1,5 +1,6 @@
 """The interceptor's ASGI app: routes a call, refuses what must not reach the provider,
-forwards the rest and hands the record to the writer."""
+forwards the rest (each try's row written ahead first, `CallWriter.ahead`) and hands the
+record to the writer, which completes that row."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from typing import Any
 import orjson
 from django.conf import settings
 
-from traces import selectors, services
+from evalhub import metrics
+from traces.calls import recording as services
 from traces.interceptor.access import TokenCache
 from traces.interceptor.asgi import pass_headers, read_body, send_json
 from traces.interceptor.budgets import Budgets
@@ -28,6 +30,7 @@ from traces.interceptor.errors import (
 )
 from traces.interceptor.limits import RolloutLimits
 from traces.interceptor.relay import forward, with_usage_asked
+from traces.interceptor.replaying import Replays
 from traces.interceptor.resilience import Opener, RateLimits
 from traces.interceptor.routes import (
     ROUTE_LIST,
@@ -38,7 +41,10 @@ from traces.interceptor.routes import (
     upstream_of,
 )
 from traces.interceptor.writer import CallWriter
+from traces.models import CallKind, ReplayMark
+from traces.otel.context import traceparent_of
 from traces.redaction import RedactingFilter, server_redactor
+from traces.results import selectors
 from traces.tokens import INTERCEPTOR_PATH, STARTED_HEADER
 
 
@@ -46,7 +52,7 @@ class Interceptor:
     """Holds no process-wide state until `startup()`; the ASGI lifespan calls it."""
 
     def __init__(self) -> None:
-        self.started = [(STARTED_HEADER.encode(), f"{time.time():.3f}".encode())]
+        self.started: list[tuple[bytes, bytes]] = []
         db = DbThreads()
         self.tokens = TokenCache(db)
         self.budgets = Budgets(db)
@@ -54,12 +60,17 @@ class Interceptor:
         self.client = UpstreamClient()
         self.rates = RateLimits()
         self.writer = CallWriter(on_built=self._count)
+        self.replays = Replays(db, self.submit)
 
     def _count(self, records, calls) -> None:
         self.budgets.count(records, calls)
         self.limits.count(records, calls)
 
     def submit(self, record: services.CallRecord) -> None:
+        answered_by = ("recording" if record.replayed is not None
+                       else "provider" if record.forwarded else "evalhub")  # fmt: skip
+        metrics.llm_call_count(provider=record.provider, model=record.request.get("model"),
+                               status=record.http_status, answered_by=answered_by)  # fmt: skip
         self.limits.submitted(record)
         self.writer.submit(record)
 
@@ -70,6 +81,12 @@ class Interceptor:
         # uvicorn's loggers print request paths, which carry tokens.
         for name in ("uvicorn.access", "uvicorn.error"):
             logging.getLogger(name).addFilter(RedactingFilter())
+        # Ended attempts pushed by the workers close their URLs at once (access.py).
+        self.tokens.listen()
+        # When it began to answer (uvicorn listens right after the lifespan's start-up), not
+        # when the process began: a rollout started while Django was still setting up met it
+        # down, and the workers' probe must say so (jobs/worker/clients.py).
+        self.started = [(STARTED_HEADER.encode(), f"{time.time():.3f}".encode())]
 
     async def aclose(self) -> None:
         self.tokens.close()
@@ -125,35 +142,60 @@ class Interceptor:
         body = await read_body(scope, receive, settings.EVALHUB_MAX_REQUEST_BYTES)
         request = _request(body)
         record = _record(access, route, request, started_at)
+        record.traceparent = traceparent_of(scope["headers"])
         try:
             upstream, model = choose(access, route, request.get("model"))
             self.budgets.check(access)
             await self.limits.check(access)
         except InterceptorError as exc:
-            record.forwarded = False
-            record.http_status = exc.status
-            record.error = f"{exc.type}: {exc.message}"
+            _refused(record, exc)
             self.submit(record)
             raise
         if model is not None:  # an alias: the provider gets the model it stands for
             record.request = {**request, "model": model}
             body = json.dumps(record.request).encode()
+        # A replay's call (its policy's, or its judge's, and a re-judgement's judge's):
+        # answered from its recording unless it misses; a policy call from the job's cache
+        # (docs/replay.md).
+        if access.replay_on_miss or (access.cache and access.kind == CallKind.POLICY):
+            if await self.replays.answered(access, route, record, send, t0):
+                return
         strip_usage = False
         if route.asks_usage:
             body, strip_usage = with_usage_asked(record, body)
-        opener = Opener(self.client, self.rates, self.submit)
+
+        async def ahead(record: services.CallRecord) -> None:
+            # Each try's row first; then a last look, as it goes out, at whether the rollout
+            # ended while the call waited (an end pushed meanwhile keeps it from the provider).
+            await self.writer.ahead(record)
+            self.tokens.still_open(access)
+
+        opener = Opener(self.client, self.rates, self.submit, ahead)
         try:
             await forward(
                 record,
                 lambda: opener.open(record, route, upstream, body, scope["headers"]),
                 receive, send, t0, strip_usage,
             )  # fmt: skip
+        except InterceptorError as exc:  # not written ahead, or ended meanwhile: not forwarded
+            _refused(record, exc)
+            raise
         except Exception as exc:
             record.error = record.error or f"internal_error: {type(exc).__name__}"
             raise
         finally:
             record.latency_ms = (time.perf_counter() - t0) * 1000
             self.submit(record)
+
+
+def _refused(record: services.CallRecord, exc: InterceptorError) -> None:
+    """The call did not reach a provider: the interceptor refused it."""
+    record.forwarded = False
+    if record.replay == ReplayMark.LIVE:  # a replay's miss that never went out
+        record.replay = ReplayMark.REFUSED
+    record.http_status = exc.status
+    record.error = f"{exc.type}: {exc.message}"
+    record.refusal = exc.refusal
 
 
 def _request(body: bytes) -> dict[str, Any]:

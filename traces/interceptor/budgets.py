@@ -13,33 +13,33 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from traces import selectors, totals
 from traces.interceptor.dbthreads import DbThreads
 from traces.interceptor.errors import InterceptorError
-from traces.models import BUDGET_EXCEEDED
+from traces.models import BUDGET_EXCEEDED, Refusal
+from traces.results import selectors, totals
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
-class _Spent:
-    cost: float
-    tokens: int
-    refreshed_at: float
+class _JobSpent(totals.Spent):
+    """A job's spending as this process counts it, and when it was last read again."""
+
+    refreshed_at: float = 0.0
     refreshing: bool = False
 
 
 class Budgets:
     def __init__(self, db: DbThreads):
         self._db = db
-        self._spent: dict[str, _Spent] = {}
+        self._spent: dict[str, _JobSpent] = {}
         self._lock = threading.Lock()
 
     async def track(self, access: selectors.AttemptAccess) -> None:
         """Start keeping the totals of the access's job, if it has a budget."""
         if access.has_budget and access.job_id not in self._spent:
-            cost, tokens = await self._db.read(totals.job_spent, job_id=access.job_id)
-            self._spent[access.job_id] = _Spent(cost, tokens, time.monotonic())
+            spent = await self._db.read(totals.job_spent, job_id=access.job_id)
+            self._spent[access.job_id] = _JobSpent(spent.tokens, spent.cost, time.monotonic())
 
     def check(self, access: selectors.AttemptAccess) -> None:
         """Raise 429 budget_exceeded once the job's budget is spent."""
@@ -59,24 +59,26 @@ class Budgets:
                 BUDGET_EXCEEDED,
                 f"The job's budget is spent: ${spent.cost:.6f} of max_cost_usd "
                 f"${access.max_cost_usd:g}.",
+                refusal=Refusal.BUDGET,
             )
         if access.max_tokens is not None and spent.tokens >= access.max_tokens:
             raise InterceptorError(
                 429,
                 BUDGET_EXCEEDED,
                 f"The job's budget is spent: {spent.tokens} of max_tokens {access.max_tokens}.",
+                refusal=Refusal.BUDGET,
             )
 
     async def _refresh(self, job_id: str) -> None:
         try:
-            cost, tokens = await self._db.read(totals.job_spent, job_id=job_id)
+            spent = await self._db.read(totals.job_spent, job_id=job_id)
+            fresh = _JobSpent(spent.tokens, spent.cost, time.monotonic())
             with self._lock:
-                # Spending only grows. The database may not have this process's newest calls
-                # yet (the writer saves them after counting them here): never count back down.
+                # The database may lack calls counted here: the writer saves them after.
                 local = self._spent.get(job_id)
                 if local is not None:
-                    cost, tokens = max(cost, local.cost), max(tokens, local.tokens)
-                self._spent[job_id] = _Spent(cost, tokens, time.monotonic())
+                    fresh.at_least(local)
+                self._spent[job_id] = fresh
         except Exception:
             log.exception("refreshing the spent totals of job %s failed", job_id)
             spent = self._spent.get(job_id)
@@ -90,5 +92,4 @@ class Budgets:
             for call in calls:
                 spent = self._spent.get(job_of[call.attempt_id])
                 if spent is not None:
-                    spent.cost += call.cost_usd or 0.0
-                    spent.tokens += call.total_tokens or 0
+                    spent.add(call)

@@ -11,6 +11,7 @@ and each close, which grows with the connections in flight. The rest of the proj
 from __future__ import annotations
 
 import asyncio
+import time
 
 import aiohttp
 from django.conf import settings
@@ -29,25 +30,39 @@ def is_timeout(exc: BaseException) -> bool:
 
 
 class UpstreamResponse:
-    """A provider's answer whose body has not been read yet."""
+    """A provider's answer whose body has not been read yet. `waited_s`: the time spent
+    waiting for the provider so far (its headers, then each read of its body), which is not
+    the interceptor's own (evalhub.metrics' added latency)."""
 
-    __slots__ = ("_resp", "status_code", "headers")
+    __slots__ = ("_resp", "status_code", "headers", "waited_s")
 
-    def __init__(self, resp: aiohttp.ClientResponse):
+    def __init__(self, resp: aiohttp.ClientResponse, waited_s: float = 0.0):
         self._resp = resp
         self.status_code = resp.status
         self.headers = resp.headers
+        self.waited_s = waited_s
 
     @property
     def raw_headers(self) -> tuple[tuple[bytes, bytes], ...]:
         return self._resp.raw_headers
 
     async def aread(self) -> bytes:
-        return await self._resp.read()
+        started = time.perf_counter()
+        try:
+            return await self._resp.read()
+        finally:
+            self.waited_s += time.perf_counter() - started
 
-    def aiter_bytes(self):
+    async def aiter_bytes(self):
         """The body as it arrives (decoded if the provider compressed it)."""
-        return self._resp.content.iter_any()
+        content = self._resp.content
+        while True:
+            started = time.perf_counter()
+            chunk = await content.readany()
+            self.waited_s += time.perf_counter() - started
+            if not chunk:
+                return
+            yield chunk
 
     async def aclose(self) -> None:
         # A body read to its end leaves the connection to the pool; one left midway (the caller
@@ -67,10 +82,11 @@ class UpstreamClient:
     async def request(
         self, method: str, url: str, *, headers: dict[str, str], body: bytes | None = None
     ) -> UpstreamResponse:
+        started = time.perf_counter()
         resp = await self._open().request(
             method, url, data=body, headers=headers, allow_redirects=False
         )
-        return UpstreamResponse(resp)
+        return UpstreamResponse(resp, time.perf_counter() - started)
 
     def _open(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:

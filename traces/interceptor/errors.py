@@ -9,13 +9,16 @@ from traces.interceptor.clients import is_timeout
 
 
 class InterceptorError(Exception):
-    """A refusal or failure the interceptor answers itself: status, type and message."""
+    """A refusal or failure the interceptor answers itself: status, type and message; for a
+    refusal of the job's budget or a rollout limit, which (`traces.models.Refusal`), recorded
+    with the call."""
 
-    def __init__(self, status: int, type_: str, message: str):
+    def __init__(self, status: int, type_: str, message: str, *, refusal: str = ""):
         super().__init__(message)
         self.status = status
         self.type = type_
         self.message = message
+        self.refusal = refusal
 
     def body(self, *, anthropic: bool = False) -> bytes:
         return error_body(self.message, self.type, anthropic=anthropic)

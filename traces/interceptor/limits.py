@@ -21,32 +21,33 @@ import time
 from dataclasses import dataclass
 from typing import NoReturn
 
-from traces import selectors, services
+from traces.calls import recording as services
+from traces.calls.recording import CallRecord
 from traces.interceptor.dbthreads import DbThreads
 from traces.interceptor.errors import InterceptorError
 from traces.models import ROLLOUT_LIMIT_EXCEEDED
-from traces.services import CallRecord
+from traces.results import selectors, totals
 
 # Longest a call waits for the count of its attempt's previous calls.
 _COUNT_WAIT_S = 2.0
 
 
 @dataclass
-class _Spent:
-    tokens: int
-    cost: float
+class _AttemptSpent(totals.Spent):
+    """An attempt's spending as this process counts it."""
+
     pending: int = 0  # answered calls the writer has not counted yet
 
 
 class RolloutLimits:
     def __init__(self, db: DbThreads):
         self._db = db
-        self._spent: dict[int, _Spent] = {}
+        self._spent: dict[int, _AttemptSpent] = {}
         self._lock = threading.Lock()
 
     async def track(self, access: selectors.AttemptAccess) -> None:
         if access.rollout_limits and access.attempt_id not in self._spent:
-            self._spent.setdefault(access.attempt_id, _Spent(0, 0.0))
+            self._spent.setdefault(access.attempt_id, _AttemptSpent())
 
     async def check(self, access: selectors.AttemptAccess) -> None:
         """Raise 429 rollout_limit_exceeded once the attempt reached a limit; else count the
@@ -60,11 +61,9 @@ class RolloutLimits:
             while spent.pending and time.monotonic() < deadline:
                 await asyncio.sleep(0.002)
             # Every process's recorded calls; ours may be counted here and not saved yet.
-            tokens, cost = await self._db.read(
-                selectors.attempt_spent, attempt_id=access.attempt_id
-            )
+            recorded = await self._db.read(totals.attempt_spent, attempt_id=access.attempt_id)
             with self._lock:
-                spent.tokens, spent.cost = max(spent.tokens, tokens), max(spent.cost, cost)
+                spent.at_least(recorded)
             reached = _usage_reached(limits, spent)
             if reached:
                 _refuse(limits, *reached)
@@ -87,15 +86,14 @@ class RolloutLimits:
             for call in calls:
                 spent = self._spent.get(call.attempt_id)
                 if spent is not None:
-                    spent.tokens += call.total_tokens or 0
-                    spent.cost += call.cost_usd or 0.0
+                    spent.add(call)
             for record in records:
                 spent = self._spent.get(record.attempt_id)
                 if spent is not None and record.forwarded:
                     spent.pending -= 1
 
 
-def _usage_reached(limits: dict, spent: _Spent) -> tuple[str, str] | None:
+def _usage_reached(limits: dict, spent: totals.Spent) -> tuple[str, str] | None:
     """(the first usage limit reached, what was used of it), or None."""
     if limits.get("max_tokens") is not None and spent.tokens >= limits["max_tokens"]:
         return "max_tokens", f"{spent.tokens} tokens"
@@ -109,4 +107,5 @@ def _refuse(limits: dict, name: str, used: str) -> NoReturn:
         429,
         ROLLOUT_LIMIT_EXCEEDED,
         f"This rollout reached its limit {name}: {used} of {limits[name]:g}.",
+        refusal=name,
     )

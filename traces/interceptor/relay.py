@@ -16,11 +16,12 @@ import re
 import time
 from collections.abc import Awaitable, Callable
 
+from evalhub import metrics
+from traces.calls.recording import CallRecord
 from traces.interceptor.asgi import pass_headers, send_json
 from traces.interceptor.clients import UPSTREAM_ERRORS, UpstreamResponse
 from traces.interceptor.errors import error_body, is_openai_error, upstream_failure
 from traces.redaction import server_redactor
-from traces.services import CallRecord
 
 _EVENT_END = re.compile(rb"\r?\n\r?\n")
 
@@ -65,6 +66,7 @@ async def forward(record: CallRecord, open_: Callable[[], Awaitable[UpstreamResp
             await relay_plain(record, resp, send)
     finally:
         await resp.aclose()
+        metrics.interceptor_added_observe(time.perf_counter() - t0 - resp.waited_s)
 
 
 async def relay_plain(record: CallRecord, resp: UpstreamResponse, send) -> None:

@@ -3,8 +3,9 @@
 - Retries: a 408/409/429/5xx answer (529: Anthropic's "overloaded") or a failed connection is
   tried again up to the provider's `max_retries` (default 2) times, after the provider's
   `retry-after`/`retry-after-ms` when it gives one (up to 60 s; a longer wait is handed to the
-  caller), else after a jittered exponential backoff. Each failed try is recorded as an
-  `LLMCall` of its own (http_status, error, nothing billed); only the answer is billed.
+  caller), else after a jittered exponential backoff. Each try has its row written ahead before
+  it is sent (`ahead`); a failed one is completed as an `LLMCall` of its own (http_status,
+  error, nothing billed), the next try written ahead anew; only the answer is billed.
 - Fallback: when every try failed, the provider's `fallback` provider (same kind) gets the call.
 - Queueing: a provider's `rpm` (calls) and `tpm` (tokens: the request's size at ~4 characters a
   token plus its output cap, an estimate) a minute, per web process, handed out evenly (a
@@ -17,11 +18,13 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
 from evalhub.providers import DEFAULT_MAX_RETRIES
+from traces.calls.recording import CallRecord
+from traces.calls.usage import CHARS_PER_TOKEN
 from traces.interceptor.clients import (
     NOT_SENT_ERRORS,
     UPSTREAM_ERRORS,
@@ -31,8 +34,6 @@ from traces.interceptor.clients import (
 from traces.interceptor.routes import Route, upstream_headers, upstream_of
 from traces.models import RETRIED_MARK
 from traces.redaction import server_redactor
-from traces.services import CallRecord
-from traces.usage import CHARS_PER_TOKEN
 
 # 429, 5xx, 529 (Anthropic's "overloaded"), and 408/409 as OpenAI's SDKs retry them.
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
@@ -111,8 +112,9 @@ def _seconds(value: str | None, per_second: int) -> float | None:
 class Opener:
     """Opens the provider's answer to one call, with retries, queueing and fallback."""
 
-    def __init__(self, client: UpstreamClient, limits: RateLimits, submit: Callable):
-        self.client, self.limits, self.submit = client, limits, submit
+    def __init__(self, client: UpstreamClient, limits: RateLimits, submit: Callable,
+                 ahead: Callable[[CallRecord], Awaitable[None]]):  # fmt: skip
+        self.client, self.limits, self.submit, self.ahead = client, limits, submit, ahead
 
     async def open(self, record: CallRecord, route: Route, upstream: dict, body: bytes,
                    scope_headers) -> UpstreamResponse:  # fmt: skip
@@ -148,6 +150,8 @@ class Opener:
         last, last_provider = lasts
         url = f"{up['base_url']}{route.path}"
         headers = upstream_headers(up, scope_headers)
+        if record.row_id is None:  # its row exists before the provider sees the call
+            await self.ahead(record)
         started = time.perf_counter()
         try:
             resp = await self.client.request("POST", url, headers=headers, body=body)
@@ -176,6 +180,7 @@ class Opener:
         return None, wait
 
     def _failed(self, record: CallRecord, started: float, status: int | None, error: str):
+        """Complete the failed try's row; the next try is written ahead as a row of its own."""
         self.submit(
             replace(
                 record,
@@ -186,3 +191,4 @@ class Opener:
                 latency_ms=(time.perf_counter() - started) * 1000,
             )
         )
+        record.row_id = None

@@ -13,8 +13,8 @@ from typing import Any
 
 from django.conf import settings
 
-from traces import selectors
 from traces.interceptor.errors import InterceptorError
+from traces.results import selectors
 
 ANTHROPIC_VERSION = "2023-06-01"
 

@@ -1,72 +1,140 @@
-"""The writer thread: call records are saved in batches, so the event loop never waits on the
-database. Each record's usage and cost are read, and counted against budgets and rollout
-limits, as soon as it arrives. Its row is saved at once, with whatever else is queued by then
-(group commit): a lone call is never held back waiting for company, and under load the calls
-that finish while one save runs share the next. Records still queued when the process is
-killed (SIGKILL) are lost; a normal stop flushes them (the ASGI lifespan's shutdown)."""
+"""The writer threads: every call's row is written by them, so the event loop never waits on the
+database, except for the one thing a call must wait for: its row written ahead.
+
+A call about to be forwarded waits until its row is in the database, in flight (`ahead`), so a
+call that reached a provider always leaves a row, even if the process is killed while the
+answer is on its way (that row is then marked lost with its usage unknown: see
+`traces.calls.recording.llm_calls_lost_mark`). A thread of its own writes them ahead, all that
+queued while it was busy in one transaction (group commit), so they never wait behind the
+completions of other calls.
+
+Answered calls (`submit`) have their usage and cost read, and counted against budgets and
+rollout limits, as soon as they arrive; their rows are completed in place (or inserted, for a
+call that never reached a provider) at once, with whatever else is queued by then: a lone call
+is never held back waiting for company, and under load the calls that finish while one save
+runs share the next. Answers still queued when the process is killed (SIGKILL) leave their
+rows in flight; a normal stop flushes them (the ASGI lifespan's shutdown)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import queue
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from django.db import connection
 
-from traces import services
+from evalhub import metrics
+from traces.calls import recording as services
+from traces.interceptor.errors import InterceptorError
 
 log = logging.getLogger(__name__)
 
 _BATCH = 200
+_TRIES = 3
+
+
+@dataclass(frozen=True)
+class _Ahead:
+    """A call waiting for its row to be written ahead."""
+
+    record: services.CallRecord
+    future: asyncio.Future
+    loop: asyncio.AbstractEventLoop
 
 
 class CallWriter:
     def __init__(self, on_built: Callable | None = None):
         self._queue: queue.Queue[services.CallRecord] = queue.Queue()
-        self._thread: threading.Thread | None = None
+        self._ahead: queue.Queue[_Ahead] = queue.Queue()
+        self._started = False
         self._lock = threading.Lock()
         self._on_built = on_built
 
+    async def ahead(self, record: services.CallRecord) -> None:
+        """Return once the call's row is in the database, in flight (`record.row_id`); 503
+        when it cannot be written: then the call must not be forwarded."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self._start()
+        self._ahead.put_nowait(_Ahead(record, future, loop))
+        row_id = await future
+        if row_id is None:
+            raise InterceptorError(
+                503, "service_unavailable", "The interceptor cannot record the call."
+            )
+        record.row_id = row_id
+
     def submit(self, record: services.CallRecord) -> None:
-        if self._thread is None:
-            with self._lock:
-                if self._thread is None:
-                    self._thread = threading.Thread(
-                        target=self._run, name="interceptor-writer", daemon=True
-                    )
-                    self._thread.start()
+        """Record an answered (or refused) call: its row written ahead is completed."""
+        self._start()
         self._queue.put_nowait(record)
+
+    def _start(self) -> None:
+        """Two threads, so a call waiting for its row never waits behind the completions."""
+        if self._started:
+            return
+        with self._lock:
+            if not self._started:
+                for target, name in ((self._run, "interceptor-writer"),
+                                     (self._run_ahead, "interceptor-ahead")):  # fmt: skip
+                    threading.Thread(target=target, name=name, daemon=True).start()
+                self._started = True
 
     def flush(self, timeout: float = 10.0) -> None:
         deadline = time.monotonic() + timeout
-        while self._queue.unfinished_tasks and time.monotonic() < deadline:
+        while (
+            self._queue.unfinished_tasks or self._ahead.unfinished_tasks
+        ) and time.monotonic() < deadline:
             time.sleep(0.02)
 
     def _run(self) -> None:
         while True:
-            records: list[services.CallRecord] = []
-            calls: list = []
-            self._take(self._queue.get(), records, calls)
-            # Whatever queued meanwhile shares this save: a batch's transaction, numbering and
-            # insert cost little more than a lone call's. Nothing waits for more to arrive: a
-            # worker that sees its rollout end reads the calls a moment later.
-            while len(records) < _BATCH:
-                try:
-                    self._take(self._queue.get_nowait(), records, calls)
-                except queue.Empty:
-                    break
+            records = _drain(self._queue)
+            metrics.writer_backlog_set(queue="completions", size=self._queue.qsize())
             try:
-                self._save(calls)
+                calls: list = []
+                for record in records:
+                    self._take(record, calls)
+                self._save(services.llm_calls_save, calls)
             finally:
                 for _ in records:
                     self._queue.task_done()
 
-    def _take(self, record: services.CallRecord, records: list, calls: list) -> None:
+    def _run_ahead(self) -> None:
+        while True:
+            waiting = _drain(self._ahead)
+            metrics.writer_backlog_set(queue="ahead", size=self._ahead.qsize())
+            try:
+                self._write_ahead(waiting)
+            finally:
+                for _ in waiting:
+                    self._ahead.task_done()
+
+    def _write_ahead(self, waiting: list[_Ahead]) -> None:
+        """Insert the rows of the calls waiting to be forwarded and let them go: each with its
+        row's id, or None when it could not be written."""
+        if not waiting:
+            return
+        rows = []
+        for item in waiting:
+            try:
+                rows.append(services.llm_call_ahead(record=item.record))
+            except Exception:
+                log.exception("could not write ahead a call of attempt %s", item.record.attempt_id)
+                rows.append(None)
+        # A row has its id once it is committed (each statement commits as it runs).
+        self._save(services.llm_calls_ahead_save, [row for row in rows if row is not None])
+        for item, row in zip(waiting, rows, strict=True):
+            pk = row.pk if row is not None else None
+            item.loop.call_soon_threadsafe(_resolve, item.future, pk)
+
+    def _take(self, record: services.CallRecord, calls: list) -> None:
         """Read the record's usage and count its spending at once (budgets and rollout limits
         see it before the row becomes visible)."""
-        records.append(record)
         try:
             built = [services.llm_call_build(record=record)]
         except Exception:
@@ -76,14 +144,34 @@ class CallWriter:
             self._on_built([record], built)
         calls.extend(built)
 
-    def _save(self, calls: list) -> None:
+    def _save(self, save: Callable, calls: list) -> None:
+        """`save(calls=...)`, tried _TRIES times (the rows it could not take, e.g. of an attempt
+        since deleted, are left without an id)."""
         if not calls:
             return
-        for try_ in range(3):
+        for try_ in range(_TRIES):
             try:
-                services.llm_calls_save(calls=calls)
+                save(calls=calls)
                 return
             except Exception:
                 log.exception("saving %d LLM call(s) failed (try %d)", len(calls), try_ + 1)
                 connection.close()  # a broken connection is reopened on the next try
-                time.sleep(0.5 * (try_ + 1))
+                if try_ < _TRIES - 1:
+                    time.sleep(0.5 * (try_ + 1))
+
+
+def _drain(q: queue.Queue) -> list:
+    """The next item, and whatever queued meanwhile (up to _BATCH): they share one save, whose
+    transaction and statements cost little more than a lone call's. Nothing waits for more."""
+    items = [q.get()]
+    while len(items) < _BATCH:
+        try:
+            items.append(q.get_nowait())
+        except queue.Empty:
+            break
+    return items
+
+
+def _resolve(future: asyncio.Future, row_id: int | None) -> None:
+    if not future.done():  # the caller may have gone (its task cancelled)
+        future.set_result(row_id)

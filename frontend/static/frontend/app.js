@@ -20,10 +20,13 @@ function setProgress(el, p) {
   if (fails) fails.textContent = p.failed ? "(" + p.failed + " failed)" : "";
 }
 
-function setBadge(el, status) {
-  if (!el) return;
-  el.textContent = status;
-  el.className = el.className.replace(/badge-\w+/, "badge-" + status);
+// `shown` is the status as the badge reads it (frontend/live.py status_shown).
+function setBadge(el, shown) {
+  if (!el || !shown) return;
+  el.textContent = shown.text;
+  el.className = el.className.replace(/badge-\w+/, "badge-" + shown.badge);
+  if (shown.title) el.title = shown.title;
+  else el.removeAttribute("title");
 }
 
 async function getJSON(url) {
@@ -96,8 +99,9 @@ function setFigures(scope, figures) {
   });
 }
 
-// The job page: on each change, the progress (a small JSON) at once, and the results section
-// (every figure, chart and the seed table) re-rendered by the server, at most every refreshMs.
+// The job page: on each change, the progress, counts, badge and figure cards (one small JSON)
+// at once, and the results section (the figures of every row, charts, the seed table)
+// re-rendered by the server, at most every refreshMs.
 function watchJob(root) {
   let last = null;
   let refreshedAt = 0;
@@ -114,12 +118,17 @@ function watchJob(root) {
   }
   async function refresh() {
     const p = await getJSON(root.dataset.progressUrl);
+    // The bar, the counts, the badge and the figure cards: one answer, drawn at once.
     setProgress(document.querySelector("[data-progress]"), p);
-    setBadge(root.querySelector("[data-status-badge]"), p.status);
+    setBadge(root.querySelector("[data-status-badge]"), p.shown);
     for (const k of ["succeeded", "failed", "running", "pending", "cancelled"]) {
       const el = document.querySelector('[data-count="' + k + '"]');
       if (el) el.textContent = p[k];
     }
+    const cancelled = document.querySelector('[data-count-of="cancelled"]');
+    if (cancelled) cancelled.hidden = !p.cancelled;
+    setFigures(document.querySelector("[data-live-figures]"), p.figures);
+    if (p.terminal) document.querySelectorAll("[data-hide-when-terminal]").forEach((el) => el.remove());
     const key = p.status + ":" + p.completed + ":" + p.running;
     if (key !== last) {
       const wait = refreshMs - (Date.now() - refreshedAt);
@@ -128,7 +137,6 @@ function watchJob(root) {
       last = key;
     }
     if (p.terminal) {
-      document.querySelectorAll("[data-hide-when-terminal]").forEach((el) => el.remove());
       root.dataset.terminal = "1";
       return true;
     }
@@ -155,7 +163,7 @@ function watchJobList(table) {
       const p = data.jobs[tr.dataset.jobId];
       if (!p) continue;
       setProgress(tr.querySelector("[data-progress]"), p);
-      setBadge(tr.querySelector("[data-status-badge]"), p.status);
+      setBadge(tr.querySelector("[data-status-badge]"), p.shown);
       setFigures(tr, p.figures);
       tr.dataset.status = p.status;
     }
@@ -164,7 +172,30 @@ function watchJobList(table) {
   follow(rows.map((tr) => ({ url: tr.dataset.stream, since: tr.dataset.eventSeq })), refresh);
 }
 
+// Keys between seeds (the seed page, the side-by-side page): each goes where a link of the page
+// goes, so a key does nothing the page does not offer. Not while typing, nor with a modifier.
+const SEED_KEYS = {
+  j: "a[rel='next']", ArrowRight: "a[rel='next']",
+  k: "a[rel='prev']", ArrowLeft: "a[rel='prev']",
+  f: "a[data-next-failure]", t: "a[data-seed-table]",
+};
+
+function seedKeys(nav) {
+  document.addEventListener("keydown", (e) => {
+    if (e.defaultPrevented || e.altKey || e.ctrlKey || e.metaKey || e.shiftKey) return;
+    const target = e.target;
+    if (target.closest && target.closest("input, textarea, select, [contenteditable]")) return;
+    const selector = SEED_KEYS[e.key];
+    const link = selector && nav.querySelector(selector);
+    if (!link) return;
+    e.preventDefault();
+    link.click();
+  });
+}
+
 document.addEventListener("DOMContentLoaded", () => {
+  const seedNav = document.querySelector("[data-seed-keys]");
+  if (seedNav) seedKeys(seedNav);
   const job = document.getElementById("job");
   if (job && job.dataset.progressUrl) watchJob(job);
   const jobs = document.querySelector("table[data-live-jobs]");

@@ -122,6 +122,8 @@ class RolloutEnvironment(MCPEnvironment):
 
 if __name__ == "__main__":
     env = CounterEnvironment if sys.argv[2] == "steps" else RolloutEnvironment
+    # A third argument: how many sessions the server takes at once (OpenEnv's default is 1).
+    sessions = int(sys.argv[3]) if len(sys.argv) > 3 else 8
     app = create_app(env, CallToolAction, CallToolObservation, env_name=sys.argv[2],
-                     max_concurrent_envs=8)  # fmt: skip
+                     max_concurrent_envs=sessions)  # fmt: skip
     uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")

@@ -1,0 +1,3 @@
+from evalhub_client.main import main
+
+main()

@@ -1,0 +1,101 @@
+"""Rollout attempts: each POST /rollout of a seed, started with its own run id and token hash,
+and how it ended. The worker's claims start them (jobs.leases.rollouts_claim) and its results
+end them, in the same transactions as the seed runs' updates."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from evalhub import revocations
+from jobs.bulk import rows_insert, rows_update
+from jobs.models import AttemptStatus, RolloutAttempt, SeedRun
+
+
+@dataclass(frozen=True)
+class AttemptEnd:
+    """How a rollout attempt ended; written with the seed's update, in one transaction."""
+
+    attempt_id: int
+    status: str
+    http_status: int | None = None
+    error: str | None = None
+    latency_ms: float | None = None
+
+
+def rollout_attempt_start(
+    *, seed_run: SeedRun, token_hash: str, worker: str = ""
+) -> RolloutAttempt:
+    """Count and record the start of the seed's next attempt, with a fresh run id; updates
+    `seed_run.attempts` to its number."""
+    return rollout_attempts_start(seed_runs=[seed_run], token_hashes=[token_hash], worker=worker)[0]
+
+
+def rollout_attempts_start(
+    *, seed_runs: list[SeedRun], token_hashes: list[str], worker: str = ""
+) -> list[RolloutAttempt]:
+    """`rollout_attempt_start` for several seed runs at once, in one transaction."""
+    ids = [seed_run.pk for seed_run in seed_runs]
+    with transaction.atomic():
+        SeedRun.objects.filter(pk__in=ids).update(attempts=F("attempts") + 1)
+        numbers = dict(SeedRun.objects.filter(pk__in=ids).values_list("id", "attempts"))
+        for seed_run in seed_runs:
+            seed_run.attempts = numbers[seed_run.pk]
+        started = attempts_create(seed_runs, token_hashes, worker=worker)
+        return list(RolloutAttempt.objects.filter(pk__in=[s.id for s in started]).order_by("id"))
+
+
+class Started(NamedTuple):
+    """What a rollout needs of its attempt, started."""
+
+    id: int
+    number: int
+    run_id: str
+
+
+_STARTED_COLUMNS = ("seed_run", "worker", "number", "run_id", "token_hash", "status", "started_at")
+
+
+def attempts_create(seed_runs, token_hashes: list[str], *, worker: str) -> list[Started]:
+    """The running attempts numbered `attempts` of these seed runs (counted already), in the
+    order given; a token hash each, from the first of `token_hashes`."""
+    now = timezone.now()
+    rows = [
+        (seed_run.id, worker, seed_run.attempts, f"run-{secrets.token_hex(12)}", token_hash,
+         AttemptStatus.RUNNING.value, now)
+        for seed_run, token_hash in zip(seed_runs, token_hashes, strict=False)
+    ]  # fmt: skip
+    ids = rows_insert(RolloutAttempt, _STARTED_COLUMNS, rows)
+    return [Started(i, row[2], row[3]) for i, row in zip(ids, rows, strict=True)]
+
+
+def rollout_attempt_finish(*, end: AttemptEnd) -> None:
+    rollout_attempts_finish(ends=[end])
+
+
+def rollout_attempts_finish(*, ends: list[AttemptEnd]) -> None:
+    """Record how the attempts ended: one statement, run for each. Their worker published
+    the ends (evalhub.revocations) as it learnt them, before this write."""
+    now = timezone.now()
+    rows_update(
+        RolloutAttempt,
+        [
+            ({"id": end.attempt_id, "status": AttemptStatus.RUNNING},
+             {"status": end.status, "http_status": end.http_status, "error": end.error,
+              "latency_ms": end.latency_ms, "finished_at": now})
+            for end in ends
+        ],
+    )  # fmt: skip
+
+
+def attempts_abandon(*, seed_run_ids: list[int], error: str) -> None:
+    running = RolloutAttempt.objects.filter(
+        seed_run_id__in=seed_run_ids, status=AttemptStatus.RUNNING
+    )
+    revocations.publish_on_commit(running.values_list("id", flat=True))
+    running.update(status=AttemptStatus.ABANDONED, finished_at=timezone.now(), error=error)

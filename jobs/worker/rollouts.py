@@ -1,0 +1,295 @@
+"""The runner's source of rollouts: claim seed runs, run one attempt of each, write its result.
+
+Each claimed seed gets an attempt with a fresh interceptor token and run id; its result is
+written only while the runner still holds the seed's lease (jobs.leases). A transient failure
+gives the seed back with a backoff, so any runner may take the next attempt; a failure while
+our own interceptor did not answer is a loss, not one of the task app's attempts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+
+from evalhub import crypto, metrics, revocations
+from jobs import kinds, leases, services, stopping
+from jobs.attempts import AttemptEnd
+from jobs.events import EventType, job_event_append
+from jobs.models import AttemptStatus, JobEvent, JobStatus, SeedStatus
+from jobs.verifier.config import verifier_config_of
+from jobs.verifier.rewards import seed_result
+from jobs.worker import taskapp
+from jobs.worker.answer_budget import AnswerHold
+from jobs.worker.batching import Batcher
+from jobs.worker.clients import ClientPool, InterceptorProbe
+from jobs.worker.environments import run as environments
+from traces import tokens
+from traces.calls import replay
+from traces.otel.context import attempt_traceparent
+from traces.redaction import job_redactor
+
+if TYPE_CHECKING:
+    from jobs.worker.runner import JobRunner
+
+log = logging.getLogger(__name__)
+
+INTERCEPTOR_DOWN = "evalhub's interceptor could not be reached"
+
+
+def backoff_delay(*, attempt: int) -> float:
+    """Exponential backoff with full jitter before attempt `attempt + 1`."""
+    ceiling = min(
+        settings.EVALHUB_ROLLOUT_BACKOFF_MAX_S,
+        settings.EVALHUB_ROLLOUT_BACKOFF_S * 2 ** max(0, attempt - 1),
+    )
+    return random.uniform(0, ceiling)
+
+
+def environment_busy_note(*, job_id: str, message: str, limit: int | None) -> None:
+    """Say once in the job's events that its environment limits concurrency."""
+    if JobEvent.objects.filter(job_id=job_id, type=EventType.ENVIRONMENT_BUSY).exists():
+        return
+    said = f"the environment is at capacity ({message}); samples wait for it and are retried"
+    if limit is not None:
+        said += f": it takes {limit} at once, so max_concurrent above {limit} only queues"
+    job_event_append(
+        job_id=job_id, type=EventType.ENVIRONMENT_BUSY, data={"message": said, "limit": limit}
+    )
+
+
+class RolloutSource:
+    name = "rollout"
+
+    def __init__(self, runner: JobRunner):
+        self.runner = runner
+        self.job = runner.job
+        self.max_attempts = settings.EVALHUB_ROLLOUT_MAX_ATTEMPTS
+        self.verifier = verifier_config_of(self.job.verifier_config, policy=self.job.policy)
+        self.redactor = job_redactor(job=self.job)
+        # Results written by many rollouts at once share a transaction.
+        self._finish_seeds = Batcher(self._seeds_finish)
+        self.busy_said = False
+
+    async def open(self, stack: contextlib.AsyncExitStack) -> bool:
+        """Ready the task-app clients; a pending job's task app is probed first and the job
+        started. False when the job cannot run (it has been failed, or is over)."""
+        job, db = self.job, self.runner.db
+        try:
+            self.api_key = (
+                crypto.decrypt(job.task_app_api_key_encrypted) if job.has_task_app_api_key else None
+            )
+        except ValueError as exc:  # SECRET_KEY changed since the job was created
+            await db(services.job_fail, job_id=job.id, error=f"task_app_api_key: {exc}")
+            return False
+        # Synth rollouts go through the pool's aiohttp session: its httpx clients are for the
+        # other kinds' adapters, and for the probes (one client is enough for those).
+        size = min(job.max_concurrent, self.runner.cap) if job.task_app_kind != kinds.SYNTH else 1
+        self.clients = await stack.enter_async_context(ClientPool(size=size))
+        client = self.clients.clients[0]
+        self.interceptor = InterceptorProbe(client)
+        if job.status == JobStatus.PENDING:
+            error = await environments.probe(
+                client, kind=job.task_app_kind, base_url=job.task_app_url, api_key=self.api_key
+            )
+            if error:
+                log.warning("job %s: %s", job.id, error)
+                await db(services.job_fail, job_id=job.id, error=error)
+                return False
+            if await db(services.job_start, job_id=job.id) is None:
+                return False
+        return True
+
+    async def claim(self, limit: int) -> tuple[list[tuple[int, Coroutine]], bool]:
+        """(seed run id, its rollout) for each seed claimed, and whether the job had more.
+        Each claimed seed's attempt starts in the claim's transaction, with a fresh token."""
+        fresh = [tokens.token_new() for _ in range(limit)]
+        claim = await self.runner.db(
+            leases.rollouts_claim, job_id=self.job.id, worker=self.runner.worker, limit=limit,
+            lease_s=self.runner.lease_s, token_hashes=[tokens.token_hash(t) for t in fresh],
+        )  # fmt: skip
+        return [
+            (seed_run.id, self._seed(seed_run, attempt, token))
+            for (seed_run, attempt), token in zip(claim.rollouts, fresh, strict=False)
+        ], claim.more
+
+    async def renew(self, ids: list[int]) -> set[int]:
+        return await self.runner.db(
+            leases.seed_run_lease_renew, seed_run_ids=ids, worker=self.runner.worker,
+            lease_s=self.runner.lease_s,
+        )  # fmt: skip
+
+    async def _seeds_finish(self, finishes: list[leases.SeedFinish]) -> list[bool]:
+        return await self.runner.db(
+            leases.seed_runs_finish, worker=self.runner.worker, finishes=finishes
+        )
+
+    async def _seed(self, seed_run: leases.Claimed, attempt, token: str) -> None:
+        """One attempt at a seed (started by its claim, with a fresh token and run id): the
+        rollout, then its result or a retry later."""
+        job = self.job
+        body = taskapp.rollout_request_build(
+            run_id=attempt.run_id,
+            seed=seed_run.seed,
+            env_name=job.env_name,
+            env_config=job.env_config,
+            policy=job.policy,
+            inference_url=tokens.inference_url(token),
+            trace_correlation_id=attempt.run_id,
+            mode=job.mode,
+            timeout_s=job.timeout_s,
+        )
+        # The answer's share of the worker's answer budget, held until its result is written;
+        # the time spent waiting for it is the worker's, left out of the seed's latency.
+        hold = AnswerHold()
+        traceparent = attempt_traceparent(job.id, seed_run.seed, seed_run.repeat, attempt.number)
+        try:
+            started = time.perf_counter()
+            metrics.rollout_started(kind=job.task_app_kind)
+            try:
+                outcome, error = await self._rollout(body, hold, traceparent)
+            finally:
+                metrics.rollout_ended(kind=job.task_app_kind)
+                # Over, however it ended (answered, failed, timed out, or aborted: this task
+                # was cancelled): its URL closes in every web process now, before any write.
+                revocations.publish([attempt.id])
+            latency_ms = (time.perf_counter() - started - hold.waited_s) * 1000
+            diverged = await self._divergence(attempt.id)
+            if diverged is not None:
+                hold.release()
+                await self._diverged(seed_run, attempt.id, diverged, latency_ms)
+            elif error is None:
+                await self._succeeded(seed_run, attempt.id, outcome, latency_ms)
+            else:
+                hold.release()
+                await self._failed(seed_run, attempt.id, error, latency_ms)
+            del outcome  # freed before the hold is given back
+        finally:
+            hold.release()
+
+    async def _rollout(
+        self, body: dict, hold: AnswerHold, traceparent: str
+    ) -> tuple[taskapp.RolloutOutcome | None, Any]:
+        """(outcome, None) or (None, the TaskAppError), within the job's timeout, which the
+        wait for the answer's share of the budget pushes back."""
+        job = self.job
+        try:
+            async with (
+                asyncio.timeout(job.timeout_s) as hold.deadline,
+                self.clients.lease() as client,
+            ):
+                outcome = await environments.rollout(
+                    client, session=self.clients.session, kind=job.task_app_kind,
+                    base_url=job.task_app_url, api_key=self.api_key, body=body, hold=hold,
+                    traceparent=traceparent,
+                )  # fmt: skip
+            return outcome, None
+        except TimeoutError:
+            error = taskapp.TaskAppError(
+                f"rollout timed out after {job.timeout_s:g}s", transient=False
+            )
+        except taskapp.TaskAppError as exc:
+            error = exc
+        # A task app may echo what it was sent: keep the key and the token out of errors.
+        error.message = self.redactor.text(error.message)
+        return None, error
+
+    async def _succeeded(self, seed_run, attempt_id: int, outcome, latency_ms: float) -> None:
+        end = AttemptEnd(
+            attempt_id=attempt_id, status=AttemptStatus.SUCCEEDED,
+            http_status=outcome.http_status, latency_ms=latency_ms,
+        )  # fmt: skip
+        result = seed_result(self.verifier, outcome, latency_ms)
+        await self._finish_seeds(
+            leases.SeedFinish(seed_run.id, SeedStatus.SUCCEEDED, result, attempt=end)
+        )
+
+    async def _failed(self, seed_run, attempt_id: int, error, latency_ms: float) -> None:
+        """Retry later when the failure is transient and attempts are left; else the result.
+        A failure while our own interceptor could not be reached is ours, not the task
+        app's: retried without using up the task app's attempts."""
+        if isinstance(error, taskapp.EnvironmentBusy):
+            await self._busy(seed_run, attempt_id, error, latency_ms)
+            return
+        if await self.interceptor.lost_since(time.time() - latency_ms / 1000):
+            await self._lost(seed_run, attempt_id, error, latency_ms)
+            return
+        end = AttemptEnd(
+            attempt_id=attempt_id, status=AttemptStatus.FAILED, http_status=error.http_status,
+            error=error.message, latency_ms=latency_ms,
+        )  # fmt: skip
+        tries = seed_run.failures + 1  # the task app's failed attempts, this one included
+        if error.transient and tries < self.max_attempts:
+            await self.runner.db(
+                leases.seed_run_retry_later, seed_run_id=seed_run.id, worker=self.runner.worker,
+                delay_s=backoff_delay(attempt=tries), error=error.message, attempt=end,
+            )  # fmt: skip
+            return
+        message = error.message
+        if tries > 1:
+            message = f"{message} (attempt {tries} of {self.max_attempts})"
+        await self._finish_failed(seed_run, message, latency_ms, end)
+
+    async def _divergence(self, attempt_id: int) -> dict | None:
+        """A replay's first call that missed its recording under on_miss "fail" (the
+        interceptor kept it before answering the call: traces.calls.replay)."""
+        if self.job.replay_on_miss != "fail":
+            return None
+        return await self.runner.db(replay.attempt_divergence, attempt_id=attempt_id)
+
+    async def _diverged(self, seed_run, attempt_id: int, report: dict, latency_ms: float) -> None:
+        """The sample fails with the divergence report, whatever the task app made of the
+        error: not tried again, it would diverge the same way."""
+        end = leases.AttemptEnd(
+            attempt_id=attempt_id, status=AttemptStatus.FAILED, error=report["message"],
+            latency_ms=latency_ms,
+        )  # fmt: skip
+        await self._finish_failed(seed_run, report["message"], latency_ms, end)
+
+    async def _busy(self, seed_run, attempt_id: int, error, latency_ms: float) -> None:
+        """The environment is at capacity: the seed waits and is tried again, charged nothing
+        (its next try has a timeout of its own). The job's events say so once."""
+        message = f"environment busy, tried again: {error.message}"
+        end = AttemptEnd(
+            attempt_id=attempt_id, status=AttemptStatus.ABANDONED,
+            http_status=error.http_status, error=message, latency_ms=latency_ms,
+        )  # fmt: skip
+        delay = error.retry_after_s * random.uniform(1.0, 1.5)
+        await self.runner.db(
+            leases.seed_run_retry_later, seed_run_id=seed_run.id, worker=self.runner.worker,
+            delay_s=delay, error=message, attempt=end, charged=None,
+        )  # fmt: skip
+        if not self.busy_said:
+            self.busy_said = True
+            await self.runner.db(
+                environment_busy_note, job_id=self.job.id, message=error.message,
+                limit=error.limit,
+            )  # fmt: skip
+
+    async def _lost(self, seed_run, attempt_id: int, error, latency_ms: float) -> None:
+        message = f"{INTERCEPTOR_DOWN}; not counted against the task app: {error.message}"
+        end = AttemptEnd(
+            attempt_id=attempt_id, status=AttemptStatus.ABANDONED,
+            http_status=error.http_status, error=message, latency_ms=latency_ms,
+        )  # fmt: skip
+        losses = seed_run.losses + 1
+        if losses < settings.EVALHUB_SEED_MAX_LOSSES:
+            await self.runner.db(
+                leases.seed_run_retry_later, seed_run_id=seed_run.id, worker=self.runner.worker,
+                delay_s=backoff_delay(attempt=losses), error=message, attempt=end, charged=False,
+            )  # fmt: skip
+            return
+        message = f"{message} ({losses} times, EVALHUB_SEED_MAX_LOSSES)"
+        await self._finish_failed(seed_run, message, latency_ms, end)
+
+    async def _finish_failed(self, seed_run, message: str, latency_ms: float, end) -> None:
+        result = leases.SeedResult(error=message, latency_ms=latency_ms)
+        await self._finish_seeds(leases.SeedFinish(seed_run.id, SeedStatus.FAILED, result, end))
+        if self.job.max_failures is not None:
+            await self.runner.db(stopping.job_stop_if_broken, job_id=self.job.id)

@@ -1,0 +1,318 @@
+"""The worker loop: a job's leased work, rollouts and judgements, run in slices on Celery's queue.
+
+A job is worked by ordinary `jobs.job_run` messages on the ordinary queue, each carrying only
+the job's id (jobs/dispatch.py). The runner a message starts:
+
+1. claims from the job's sources, rollouts then judgements, whenever an eighth of its slots
+   is free; it holds at most EVALHUB_RUNNER_MAX_INFLIGHT, and the claims hold the job's
+   `max_concurrent` (and the judge's `concurrency`) over all workers;
+2. when its first claim filled it and the job has more to claim, sends one more message: an
+   idle worker lends a hand, so a big job spreads over the free workers;
+3. renews its leases and looks at the job's status (a cancel aborts what it runs);
+4. once EVALHUB_RUNNER_SLICE_S has passed and it has finished as much work as it has held at
+   once (a turn of its slots, so long rollouts make long slices and short drains), and other
+   messages wait in the queue, stops claiming, sends the job's message again to the back of the
+   queue if the job has work left, and drains what it holds: jobs take turns on the workers.
+   While nothing waits, its slice goes on: no hand-over costs a job that has the workers alone.
+
+The runner that finds nothing open ends the job. A runner that finds the rest of the job leased
+to other runners leaves it to them (they send its message as their slices end); if they died
+with their messages, Celery beat's `jobs.jobs_redispatch` hands the job out again once their
+heartbeats stop (EVALHUB_WORKER_LOST_S), as it does for any job no runner works on. Django's ORM is synchronous: every database
+call runs on one thread of the runner's own (`db`), whose connections close as the runner ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import os
+import secrets
+import socket
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db import InterfaceError, OperationalError, connections
+from django.utils import timezone
+
+from evalhub.celery import DRAIN
+from jobs import leases, services
+from jobs.dispatch import job_dispatch, job_trace_members_dispatch, queue_waiting
+from jobs.models import EvalJob, JobStatus
+from jobs.verifier.judgements import judgements_claimable_at
+from jobs.worker.judging import JudgeSource
+from jobs.worker.rollouts import RolloutSource
+from traces.results import totals
+
+try:  # uvicorn[standard] installs it, but for Windows
+    import uvloop
+except ImportError:  # pragma: no cover
+    uvloop = None
+
+log = logging.getLogger(__name__)
+
+# How often the runner looks at the job's status (a cancel is noticed within this).
+POLL_S = 0.5
+# How soon a runner whose hand-over the broker did not take tries again (it works on meanwhile).
+UNSENT_RETRY_S = 2.0
+# The shortest time between two requests for the zip's members of a running job.
+MEMBERS_MIN_EVERY_S = 1.0
+
+
+def job_run(*, job_id: str) -> None:
+    """Entry point of the Celery task: one slice of work on the job (counted by the worker's
+    watchdog, which lets a worker that lost its consumer drain its runners), in an event loop
+    of uvloop's where it is installed: asyncio's own loop and transports, in Python, were a
+    sixth of a busy worker's CPU (docs/performance.md)."""
+    with DRAIN.runner(), asyncio.Runner(loop_factory=_loop_factory) as runner:
+        runner.run(JobRunner(job_id=job_id).run())
+
+
+def _loop_factory() -> asyncio.AbstractEventLoop:
+    return uvloop.new_event_loop() if uvloop is not None else asyncio.new_event_loop()
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+
+
+@dataclass(frozen=True)
+class Left:
+    """What is left of a job for a runner: seconds until it could claim something (0: now;
+    None: nothing is open), and whether other runners hold leases on it."""
+
+    claim_in: float | None
+    held_elsewhere: bool = False
+
+
+def job_left(*, job_id: str, worker: str) -> Left:
+    now = timezone.now()
+    times = [
+        leases.rollouts_claimable_at(job_id=job_id, now=now),
+        judgements_claimable_at(job_id=job_id, now=now),
+    ]
+    at = min((t for t in times if t is not None), default=None)
+    if at is None:
+        return Left(None)
+    held = leases.job_held_elsewhere(job_id=job_id, worker=worker, now=now)
+    return Left(max(0.0, (at - now).total_seconds()), held)
+
+
+class JobRunner:
+    def __init__(self, *, job_id: str):
+        self.job_id = job_id
+        self.worker = worker_name()
+        self.lease_s = settings.EVALHUB_LEASE_S
+        self.slice_s = settings.EVALHUB_RUNNER_SLICE_S
+        self.cap = settings.EVALHUB_RUNNER_MAX_INFLIGHT
+        self._db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalhub-db")
+        self.in_flight: dict[tuple[str, int], asyncio.Task] = {}
+        self._changed = asyncio.Event()
+        # Work started and finished this slice, and the most held at once: an idle runner
+        # leaves the job to those that hold work (they send its message again).
+        self.started = self.finished = self.held_most = 0
+
+    async def db(self, fn, /, **kwargs: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        call = functools.partial(_through_blips, functools.partial(fn, **kwargs))
+        return await loop.run_in_executor(self._db_thread, call)
+
+    async def run(self) -> None:
+        try:
+            job = await self.db(_job_load, job_id=self.job_id)
+            if job is None or job.is_terminal:
+                return
+            self.job = job
+            self.sources = [RolloutSource(self), JudgeSource(self)]
+            # Slots worth claiming for: the job's bound on rollouts and the judge's.
+            self.cap = min(self.cap, job.max_concurrent + self.sources[1].concurrency)
+            async with contextlib.AsyncExitStack() as stack:
+                for source in self.sources:
+                    if not await source.open(stack):
+                        return
+                await self._work()
+        finally:
+            await self.db(connections.close_all)
+            self._db_thread.shutdown(wait=True)
+
+    async def _work(self) -> None:
+        now = time.monotonic()
+        slice_end = now + self.slice_s
+        last_look = last_renew = last_claim = 0.0
+        self.starved = False  # the last claim got less than it asked for
+        first, handed_over, draining = True, False, False
+        # The zip's members of the seeds that ended meanwhile are built as the job goes on.
+        members_every = max(settings.EVALHUB_TRACES_ZIP_AFTER_S, MEMBERS_MIN_EVERY_S)
+        members_at = now + members_every
+        while True:
+            # Cleared before looking, so work ending while we look wakes the wait below.
+            self._changed.clear()
+            now = time.monotonic()
+            if now - last_renew >= self.lease_s / 3:
+                await self._renew()
+                last_renew = now
+            if now - last_look >= POLL_S:
+                last_look = now
+                if await self.db(_job_status, job_id=self.job_id) != JobStatus.RUNNING:
+                    await self._abort_all()
+                    return
+            if now >= members_at:
+                members_at = now + members_every
+                await self.db(job_trace_members_dispatch, job_id=self.job_id)
+            if DRAIN.stopping.is_set() and not draining:
+                # The worker lost its consumer (evalhub.celery): this slice ends now.
+                draining, slice_end = True, now
+            turned = draining or self.finished >= self.held_most
+            if not handed_over and now >= slice_end and turned:
+                ended = await self._slice_ended(draining=draining)
+                if ended is None:
+                    return
+                handed_over, slice_end = ended[0], now + ended[1]
+            if not handed_over and self._claim_due(now - last_claim):
+                last_claim = now
+                more = await self._claim()
+                if first and more:
+                    await self.db(job_dispatch, job_id=self.job_id)  # a hand from another worker
+                first = False
+            if not self.in_flight:
+                if handed_over:
+                    # Drained. What it gave back (a retry) goes to the queue if nobody holds
+                    # the job's work any more; while the broker takes no message, it goes on.
+                    if await self._hand_over(held=False) is not False:
+                        return
+                    handed_over, slice_end = False, now + UNSENT_RETRY_S
+                    continue
+                left = await self.db(job_left, job_id=self.job_id, worker=self.worker)
+                if left.claim_in is None:
+                    await self._finish()
+                    return
+                # A backoff runs, or others hold what is open (we take it over if they die).
+                wait = min(left.claim_in, self.lease_s / 3, slice_end - now)
+                await asyncio.sleep(max(wait, POLL_S))
+                continue
+            # asyncio.timeout, not wait_for: no task made per turn (a turn per rollout ended).
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(POLL_S):
+                    await self._changed.wait()
+
+    def _claim_due(self, since_claim: float) -> bool:
+        """A batch (an eighth) of the runner's slots is free, or POLL_S went by with any slot
+        free; after a claim that got less than it asked, only the latter."""
+        free = self.cap - len(self.in_flight)
+        if free >= max(1, self.cap // 8) and not self.starved:
+            return True
+        return free > 0 and since_claim >= POLL_S
+
+    async def _claim(self) -> bool:
+        """Claim from every source in turn while slots are free; whether the job had more."""
+        free = self.cap - len(self.in_flight)
+        more = False
+        for source in self.sources:
+            if free <= 0:
+                break
+            claimed, source_more = await source.claim(free)
+            more = more or source_more
+            for key, work in claimed:
+                self._start((source.name, key), work)
+            free -= len(claimed)
+        self.starved = free > 0
+        return more
+
+    def _start(self, key: tuple[str, int], work) -> None:
+        task = asyncio.create_task(work)
+        self.in_flight[key] = task
+        self.started += 1
+        self.held_most = max(self.held_most, len(self.in_flight))
+
+        def finished(t: asyncio.Task) -> None:
+            self.finished += 1
+            if self.in_flight.get(key) is t:
+                del self.in_flight[key]
+            if not t.cancelled() and t.exception() is not None:
+                log.error("job %s: a %s task crashed", self.job_id, key[0], exc_info=t.exception())
+            self._changed.set()
+
+        task.add_done_callback(finished)
+
+    async def _renew(self) -> None:
+        for source in self.sources:
+            keys = [key for name, key in self.in_flight if name == source.name]
+            held = await source.renew(keys)
+            for key in set(keys) - held:
+                # Taken over after our lease ran out, or the job closed it: not ours to write.
+                task = self.in_flight.pop((source.name, key), None)
+                if task is not None:
+                    task.cancel()
+        await self.db(services.job_heartbeat, job_id=self.job_id)
+
+    async def _slice_ended(self, *, draining: bool) -> tuple[bool, float] | None:
+        """A slice ended: it goes on while no other message waits in the queue (not when
+        draining), else the job is handed over. Whether it was, and the seconds to the next
+        slice end; None when the job is finished."""
+        if not draining and await self.db(queue_waiting) == 0:
+            return False, self.slice_s  # nothing waits for this thread: go on
+        sent = await self._hand_over(held=self.started > 0)
+        if sent is None:
+            return None
+        # A message the broker did not take: the job stays with this runner, which tries again.
+        return sent, 0.0 if sent else UNSENT_RETRY_S
+
+    async def _hand_over(self, *, held: bool) -> bool | None:
+        """Send the job's message again to the back of the queue if it has work left, unless
+        others hold leases on it and this runner `held` nothing (they send it as their slices
+        end). None when nothing is left (the job is finished here); False when the broker did
+        not take the message (down, restarting): the runner keeps the job meanwhile."""
+        left = await self.db(job_left, job_id=self.job_id, worker=self.worker)
+        if left.claim_in is None:
+            await self._finish()
+            return None
+        if held or not left.held_elsewhere:
+            return await self.db(job_dispatch, job_id=self.job_id)
+        return True
+
+    async def _finish(self) -> None:
+        """Nothing is open: end the job (whichever runner sees it first)."""
+        await self.db(services.job_finish_if_done, job_id=self.job_id, summarize=totals.job_summary)
+
+    async def _abort_all(self) -> None:
+        """The job is over (cancelled, failed, stopped): what is in flight stops. Closing the
+        job closed its samples already (jobs.services.samples_close)."""
+        tasks = list(self.in_flight.values())
+        self.in_flight.clear()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if tasks:
+            log.info("job %s is over: aborted %d rollouts and judgements", self.job_id, len(tasks))
+
+
+def _through_blips(call):
+    """Run a database call, again on a new connection while the database cannot be reached,
+    for up to EVALHUB_DB_OUTAGE_S: a restart of the database pauses the runner (its rollouts
+    go on), it does not end it. Every write it makes is conditional, so a retried one that
+    had landed changes nothing."""
+    deadline = time.monotonic() + settings.EVALHUB_DB_OUTAGE_S
+    pause = 0.1
+    while True:
+        try:
+            return call()
+        except (OperationalError, InterfaceError):
+            if time.monotonic() + pause > deadline:
+                raise
+            log.warning("database unreachable; trying again in %.1fs", pause)
+            connections.close_all()
+            time.sleep(pause)
+            pause = min(pause * 2, 2.0)
+
+
+def _job_load(*, job_id: str) -> EvalJob | None:
+    return EvalJob.objects.filter(pk=job_id).first()
+
+
+def _job_status(*, job_id: str) -> str | None:
+    return EvalJob.objects.filter(pk=job_id).values_list("status", flat=True).first()

@@ -1,0 +1,47 @@
+"""The embedded default's broker: a message is never read before it is written whole."""
+
+from __future__ import annotations
+
+import threading
+
+from kombu import Connection
+
+MESSAGES = 3000
+BODY = "x" * 100_000
+
+
+def _connection(folder, transport: str) -> Connection:
+    options = {"data_folder_in": str(folder), "data_folder_out": str(folder),
+               "store_processed": False, "polling_interval": 0}  # fmt: skip
+    return Connection("filesystem://", transport=transport, transport_options=options)
+
+
+def test_a_consumer_polling_while_messages_are_written_reads_each_whole(tmp_path):
+    """kombu's own transport lets a consumer take a file still being written (it then reads an
+    empty message and the worker's consumer stops); evalhub.filebroker renames it in whole."""
+    transport = "evalhub.filebroker:Transport"
+    received: list[int] = []
+    failures: list[BaseException] = []
+
+    def consume() -> None:
+        with _connection(tmp_path, transport) as conn:
+            queue = conn.SimpleQueue("race")
+            try:
+                while len(received) < MESSAGES:
+                    message = queue.get(timeout=30)
+                    assert message.payload["body"] == BODY
+                    received.append(message.payload["i"])
+                    message.ack()
+            except BaseException as exc:  # noqa: BLE001 - reported by the test below
+                failures.append(exc)
+
+    consumer = threading.Thread(target=consume)
+    consumer.start()
+    with _connection(tmp_path, transport) as conn:
+        queue = conn.SimpleQueue("race")
+        for i in range(MESSAGES):
+            queue.put({"i": i, "body": BODY})
+    consumer.join(timeout=60)
+    assert failures == []
+    assert sorted(received) == list(range(MESSAGES))
+    assert not list(tmp_path.glob("*.partial"))

@@ -1,0 +1,169 @@
+"""A call's row written ahead (in flight) before it is forwarded, completed in place with its
+answer, or marked lost when its web process died first: then its usage is unknown, counted
+as such in the result rows, the summary and the trace document, never as 0."""
+
+import datetime as dt
+import threading
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.db import connection
+from django.utils import timezone
+
+from jobs.models import EvalJob, SeedStatus
+from tests.support import servers
+from tests.traces.test_documents import validate
+from tests.traces.test_interceptor import MESSAGES, recorded, through
+from tests.traces.test_services import REQUEST, _attempt, _record
+from traces.calls.recording import (
+    LOST_ERROR,
+    llm_call_ahead,
+    llm_call_build,
+    llm_calls_ahead_save,
+    llm_calls_lost_mark,
+    llm_calls_save,
+)
+from traces.models import CallState, LLMCall
+from traces.redaction import job_redactor
+from traces.results.totals import job_results, job_spent
+from traces.zip.documents import seed_trace_document
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def job():
+    owner = get_user_model().objects.create(username="u")
+    return EvalJob.objects.create(owner=owner, task_app_url="http://x", num_seeds=2)
+
+
+def _ahead(records):
+    """What the writer does before the calls are forwarded: their rows, in flight."""
+    rows = llm_calls_ahead_save(calls=[llm_call_ahead(record=r) for r in records])
+    for record, row in zip(records, rows, strict=True):
+        record.row_id = row.pk
+    return rows
+
+
+def test_a_row_written_ahead_is_completed_in_place_and_keeps_its_number(job):
+    a = _attempt(job, 1)
+    t = timezone.now()
+    first, second = _record(a.id, t), _record(a.id, t + dt.timedelta(seconds=1))
+    _ahead([first, second])
+    rows = list(LLMCall.objects.filter(attempt=a).order_by("seq"))
+    assert [(r.seq, r.state, r.total_tokens, r.cost_unknown) for r in rows] == [
+        (1, CallState.IN_FLIGHT, None, False),
+        (2, CallState.IN_FLIGHT, None, False),
+    ]
+    assert rows[0].request == first.request
+    llm_calls_save(calls=[llm_call_build(record=second)])
+    rows = list(LLMCall.objects.filter(attempt=a).order_by("seq"))
+    assert [(r.id, r.seq, r.state) for r in rows] == [
+        (first.row_id, 1, CallState.IN_FLIGHT),
+        (second.row_id, 2, CallState.DONE),
+    ]
+    assert rows[1].total_tokens == 1500 and rows[1].cost_usd > 0
+
+
+def test_a_call_in_flight_changes_no_sum_nor_makes_the_cost_unknown(job):
+    a = _attempt(job, 1)
+    done, out = _record(a.id, timezone.now()), _record(a.id, timezone.now())
+    _ahead([done, out])
+    llm_calls_save(calls=[llm_call_build(record=done)])
+    summary, (row,) = job_results(job=job)
+    assert (row["tokens"], row["num_llm_calls"], row["llm_calls_usage_unknown"]) == (1500, 2, 0)
+    assert row["cost_usd"] > 0 and summary["total_cost_usd"] == row["cost_usd"]
+    assert summary["llm_calls_usage_unknown"] == 0
+
+
+def test_a_call_lost_with_its_web_process_reads_as_unknown_usage_never_0(job, trace_schema):
+    a, b = _attempt(job, 1), _attempt(job, 2)
+    t = timezone.now() - dt.timedelta(minutes=30)
+    answered, lost, recent = _record(a.id, t), _record(a.id, t), _record(b.id, timezone.now())
+    _ahead([answered, lost, recent])
+    llm_calls_save(calls=[llm_call_build(record=answered)])
+
+    assert llm_calls_lost_mark(older_than=timezone.now() - dt.timedelta(minutes=10)) == 1
+    call = LLMCall.objects.get(pk=lost.row_id)
+    assert (call.state, call.error, call.total_tokens) == (CallState.LOST, LOST_ERROR, None)
+    assert call.cost_usd is None and call.cost_unknown
+    assert LLMCall.objects.get(pk=recent.row_id).state == CallState.IN_FLIGHT
+
+    summary, rows = job_results(job=job)
+    row = rows[0]
+    assert (row["tokens"], row["num_llm_calls"], row["llm_calls_usage_unknown"]) == (1500, 2, 1)
+    assert row["cost_usd"] is None and row["cost_unknown"]
+    assert summary["llm_calls_usage_unknown"] == 1
+    assert summary["total_cost_usd"] is None and summary["seeds_with_unknown_cost"] == 1
+    # The budget counts what it knows (the call counts are kept apart, `llm_calls_admitted`).
+    assert job_spent(job_id=job.id).tokens == 1500
+
+    seed_run = a.seed_run
+    seed_run.status = SeedStatus.SUCCEEDED
+    seed_run.save()
+    document = seed_trace_document(job=job, seed_run=seed_run, redactor=job_redactor(job=job))
+    validate(document, trace_schema)
+    entries = {c["seq"]: c for c in document["llm_calls"]}
+    assert entries[2]["status"] == "lost" and entries[2]["usage"]["unknown"]
+    assert entries[2]["usage"]["total_tokens"] is None and entries[2]["cost_unknown"]
+    assert entries[1]["status"] == "ok" and not entries[1]["usage"]["unknown"]
+    assert document["usage"]["llm_calls_usage_unknown"] == 1
+
+
+def test_an_answer_that_comes_after_all_completes_the_lost_row(job):
+    a = _attempt(job, 1)
+    late = _record(a.id, timezone.now() - dt.timedelta(hours=1))
+    _ahead([late])
+    assert llm_calls_lost_mark(older_than=timezone.now()) == 1
+    llm_calls_save(calls=[llm_call_build(record=late)])
+    call = LLMCall.objects.get()
+    assert (call.state, call.error, call.total_tokens, call.cost_unknown) == (
+        CallState.DONE, None, 1500, False,
+    )  # fmt: skip
+    assert job_results(job=job)[0]["llm_calls_usage_unknown"] == 0
+
+
+def test_the_row_is_in_the_database_before_the_provider_sees_the_call(
+    interceptor_web, fake_upstream, make_rollout
+):
+    rollout = make_rollout()
+    client = through(interceptor_web, rollout.token)
+    call = threading.Thread(target=lambda: client.chat.completions.create(
+        model="gpt-4o-mini", messages=MESSAGES, extra_body={"fake": {"delay_s": 1.0}}
+    ))  # fmt: skip
+    call.start()
+    try:
+        servers.wait_until(lambda: fake_upstream.received, timeout=15, what="the call upstream")
+        (row,) = LLMCall.objects.filter(attempt=rollout.attempt)
+        assert (row.state, row.seq, row.total_tokens) == (CallState.IN_FLIGHT, 1, None)
+        assert row.request["messages"] == MESSAGES
+    finally:
+        call.join(timeout=15)
+    (done,) = recorded(rollout.attempt)
+    assert (done.id, done.state, done.http_status) == (row.id, CallState.DONE, 200)
+    assert done.total_tokens > 0 and not done.cost_unknown
+
+
+def test_a_document_postgresql_refuses_loses_neither_its_numbers_nor_the_other_rows(
+    transactional_db,
+):
+    # Real transactions: the rows written ahead commit as they run, as in the web process.
+    owner = get_user_model().objects.create(username="u")
+    job = EvalJob.objects.create(owner=owner, task_app_url="http://x", num_seeds=2)
+    a, t = _attempt(job, 1), timezone.now()
+    nul = {**REQUEST, "messages": [{"role": "user", "content": "a\u0000b"}]}
+    records = [_record(a.id, t + dt.timedelta(seconds=n)) for n in range(3)]
+    records[1].request = nul
+    _ahead(records)
+    records[0].response_body = records[0].response_body.replace(b'"id"', b'"x\\u0000": 1, "id"')
+    llm_calls_save(calls=[llm_call_build(record=r) for r in records])
+    rows = list(LLMCall.objects.filter(attempt=a).order_by("seq"))
+    assert [(r.id, r.seq, r.state, r.total_tokens) for r in rows] == [
+        (record.row_id, n, CallState.DONE, 1500) for n, record in enumerate(records, start=1)
+    ]
+    assert rows[2].request == REQUEST and rows[2].response["object"] == "chat.completion"
+    if connection.vendor == "postgresql":  # jsonb holds no NUL: the numbers are kept
+        assert "not_stored" in rows[1].request and "not_stored" in rows[0].response
+        assert rows[0].request == REQUEST
+    else:
+        assert rows[1].request == nul and rows[0].response["x\u0000"] == 1

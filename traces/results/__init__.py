@@ -1,0 +1,1 @@
+"""Results: rows, the summary and per-job totals, comparisons, CSV and SFT exports."""

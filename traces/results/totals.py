@@ -1,0 +1,397 @@
+"""Per-seed and per-job totals: tokens, cost, calls and budget refusals summed over the LLM
+calls, the per-seed result rows and the job summary. The only place that sums LLM calls: in
+the database (`_AGGREGATES`), or in memory for calls already read (`usage_from_calls`, and
+`Spent`, what the interceptor's budget and rollout-limit checks count).
+
+One rule holds everywhere: a cost that is unknown is never a silent 0. One call of a model
+without a known price makes its seed's `cost_usd` null (`cost_unknown: true`), and one such seed
+makes the job's `total_cost_usd` null. A call lost with its web process (`CallState.LOST`: it
+reached the provider, its answer was never recorded) has unknown usage: it is counted apart
+(`llm_calls_usage_unknown`), its tokens are not in the sums, and its cost makes the cost
+unknown the same way. The interceptor's budget check is the exception by
+design: it counts unknown prices as 0, since it can only refuse on what it knows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import models
+from django.db.models import Count, FloatField, Q, QuerySet, Sum, Value
+from django.db.models.functions import Coalesce, NullIf
+
+from jobs import figures as kept
+from jobs import stats
+from jobs.models import EvalJob, SeedRun
+from jobs.scores import Scores, finite_or_none
+from jobs.selectors import seed_run_pages
+from traces.calls.replay import NO_REPLAY, NOT_LIVE, Replayed, replayed_sum
+from traces.models import (
+    RETRIED_MARK,
+    ROLLOUT_LIMITS,
+    CallKind,
+    CallState,
+    LLMCall,
+    Refusal,
+    ReplayMark,
+)
+from traces.results.rows import model_rows
+from traces.results.rowtable import RowTable
+from traces.results.summary import summarize, summary_and_seeds
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What a set of LLM calls spent."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    #: Prompt tokens served from the provider's cache (part of prompt_tokens).
+    cached_tokens: int = 0
+    #: Completion tokens spent reasoning (part of completion_tokens).
+    reasoning_tokens: int = 0
+    total_tokens: int = 0
+    #: USD; None when any call's price is unknown.
+    cost_usd: float | None = 0.0
+    num_llm_calls: int = 0
+    #: Calls the interceptor refused because the job's budget was spent.
+    budget_refusals: int = 0
+    #: The per-rollout limit (`rollout_limits`) that refused a call, if one did.
+    rollout_limit: str | None = None
+    #: Calls lost with their web process: their tokens are not in the sums above.
+    usage_unknown: int = 0
+    #: In a replay (traces.calls.replay): calls answered from their recording (their tokens
+    #: are in the sums, their cost is not: they spent nothing), calls a provider answered,
+    #: calls that missed their recording, and what the replayed calls cost when recorded.
+    replay: Replayed = NO_REPLAY
+
+    @classmethod
+    def from_kept(cls, data: dict[str, Any]) -> Usage:
+        """A Usage kept as JSON (jobs.figures), its replay figures (if any) made whole."""
+        return cls(**{**data, "replay": Replayed(**data.get("replay") or {})})
+
+    @property
+    def cost_unknown(self) -> bool:
+        return self.cost_usd is None
+
+    def row_fields(self) -> dict[str, Any]:
+        """The usage columns of a result row (GET /results, the dashboard, the zip)."""
+        return {
+            "tokens": self.total_tokens,
+            "cost_usd": self.cost_usd,
+            "cost_unknown": self.cost_unknown,
+            "num_llm_calls": self.num_llm_calls,
+            "budget_exceeded": bool(self.budget_refusals),
+            "rollout_limit": self.rollout_limit,
+            "llm_calls_usage_unknown": self.usage_unknown,
+            **self.replay.row_fields(),
+        }
+
+
+NO_USAGE = Usage()
+
+_TOKEN_FIELDS = ("prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens",
+                 "total_tokens")  # fmt: skip
+# Summed by the database, per group of calls.
+_AGGREGATES = {
+    **{name: Sum(name) for name in _TOKEN_FIELDS},
+    "cost": Sum("cost_usd"),
+    "unknown": Count("id", filter=Q(cost_unknown=True)),
+    "calls": Count("id"),
+    "lost": Count("id", filter=Q(state=CallState.LOST)),
+    "refused": Count("id", filter=Q(refusal=Refusal.BUDGET)),
+    **{f"limit_{name}": Count("id", filter=Q(refusal=name)) for name in ROLLOUT_LIMITS},
+    "replayed": Count("id", filter=Q(replay=ReplayMark.REPLAYED)),
+    "replayed_cost": Sum("replayed_cost_usd", filter=Q(replay=ReplayMark.REPLAYED)),
+    "replayed_unknown": Count(
+        "id", filter=Q(replay=ReplayMark.REPLAYED, replayed_cost_usd__isnull=True)
+    ),
+    # Calls a provider answered: not replayed, not refused by the interceptor.
+    "live": Count("id", filter=~Q(replay__in=NOT_LIVE) & Q(refusal=Refusal.NONE)),
+    "diverged": Count("id", filter=Q(replay__in=(ReplayMark.LIVE, ReplayMark.REFUSED))),
+}
+
+
+def _usage(*, cost, unknown, calls, refused, lost, replayed=0, replayed_cost=0.0,
+           replayed_unknown=0, live=0, diverged=0, **tokens) -> Usage:  # fmt: skip
+    limits = [name for name in ROLLOUT_LIMITS if tokens.pop(f"limit_{name}", 0)]
+    replay = Replayed(replayed, live, diverged, None if replayed_unknown else replayed_cost or 0.0)
+    return Usage(
+        **{name: int(value or 0) for name, value in tokens.items()},
+        cost_usd=None if unknown else float(cost or 0.0),
+        num_llm_calls=calls,
+        budget_refusals=refused,
+        rollout_limit=limits[0] if limits else None,
+        usage_unknown=lost,
+        replay=replay,
+    )
+
+
+def usage_sum(usages: Iterable[Usage]) -> Usage:
+    """Several sums as one: tokens and calls added, the cost unknown when any is."""
+    usages = list(usages)
+    costs = [u.cost_usd for u in usages]
+    return Usage(
+        **{name: sum(getattr(u, name) for u in usages) for name in _TOKEN_FIELDS},
+        cost_usd=None if None in costs else sum(costs),
+        num_llm_calls=sum(u.num_llm_calls for u in usages),
+        budget_refusals=sum(u.budget_refusals for u in usages),
+        rollout_limit=next((u.rollout_limit for u in usages if u.rollout_limit), None),
+        replay=replayed_sum(u.replay for u in usages),
+    )
+
+
+def usage_from_calls(calls: Iterable[LLMCall]) -> Usage:
+    """The same figures the database sums in `seed_usage`, from calls already in memory."""
+    calls = list(calls)
+    if not calls:
+        return NO_USAGE
+    return _usage(
+        **{name: sum(getattr(c, name) or 0 for c in calls) for name in _TOKEN_FIELDS},
+        cost=sum(c.cost_usd or 0.0 for c in calls),
+        unknown=sum(1 for c in calls if c.cost_unknown),
+        calls=len(calls),
+        lost=sum(1 for c in calls if c.state == CallState.LOST),
+        refused=sum(1 for c in calls if c.refusal == Refusal.BUDGET),
+        **{f"limit_{name}": sum(1 for c in calls if c.refusal == name) for name in ROLLOUT_LIMITS},
+        replayed=len(replayed := [c for c in calls if c.replay == ReplayMark.REPLAYED]),
+        replayed_cost=sum(c.replayed_cost_usd or 0.0 for c in replayed),
+        replayed_unknown=sum(1 for c in replayed if c.replayed_cost_usd is None),
+        live=sum(1 for c in calls if c.replay not in NOT_LIVE and c.refusal == Refusal.NONE),
+        diverged=sum(1 for c in calls if c.replay in (ReplayMark.LIVE, ReplayMark.REFUSED)),
+    )  # fmt: skip
+
+
+def seed_usage(
+    *, job: EvalJob, seed_run: SeedRun | None = None, kind: str = CallKind.POLICY
+) -> dict[int, Usage]:
+    """Usage per seed run id over every attempt (failed attempts too: their tokens were
+    spent), for the whole job or one of its seed runs. Seed runs without calls are absent.
+    The policy's calls, or with `kind="judge"` the verifier's (reported beside, never inside)."""
+    calls = LLMCall.objects.filter(attempt__seed_run__job=job, kind=kind)
+    if seed_run is not None:
+        calls = calls.filter(attempt__seed_run=seed_run)
+    return _per_seed_run(calls)
+
+
+def _per_seed_run(calls) -> dict[int, Usage]:
+    rows = calls.values("attempt__seed_run_id").annotate(**_AGGREGATES).order_by()
+    return {r.pop("attempt__seed_run_id"): _usage(**r) for r in rows}
+
+
+def job_usage_many(*, job_ids: list[str]) -> dict[str, Usage]:
+    """Usage of each of several jobs, in one query."""
+    calls = LLMCall.objects.filter(attempt__seed_run__job_id__in=job_ids, kind=CallKind.POLICY)
+    rows = calls.values("attempt__seed_run__job_id").annotate(**_AGGREGATES).order_by()
+    found = {r.pop("attempt__seed_run__job_id"): _usage(**r) for r in rows}
+    return {job_id: found.get(job_id, NO_USAGE) for job_id in job_ids}
+
+
+def seed_run_usage_sql() -> dict[str, Any]:
+    """Per seed run, as the database computes it (for sorting), the `tokens` and `cost_usd` of
+    its result row: its policy calls' sums, 0 without calls, the cost null when one is unknown."""
+    calls = LLMCall.objects.filter(attempt__seed_run=models.OuterRef("pk"), kind=CallKind.POLICY)
+    calls = calls.values("attempt__seed_run").order_by()
+    total, cost = (
+        models.Subquery(calls.annotate(v=_AGGREGATES[name]).values("v"))
+        for name in ("total_tokens", "cost")
+    )
+    known = Coalesce(cost, 0.0, output_field=FloatField())
+    unknown = models.Exists(calls.filter(cost_unknown=True))
+    return {"tokens": Coalesce(total, 0),
+            "cost_usd": models.Case(models.When(unknown, then=None), default=known,
+                                    output_field=FloatField())}  # fmt: skip
+
+
+def job_cost_sql() -> models.Case:
+    """Per job, as the database computes it (for sorting the jobs list), what its policy's calls
+    cost (`job_usage_many`'s `cost_usd`): 0 without calls, null when a price is unknown."""
+    calls = LLMCall.objects.filter(
+        attempt__seed_run__job=models.OuterRef("pk"), kind=CallKind.POLICY
+    )
+    calls = calls.values("attempt__seed_run__job").order_by()
+    cost = models.Subquery(calls.annotate(v=_AGGREGATES["cost"]).values("v"))
+    unknown = models.Exists(calls.filter(cost_unknown=True))
+    known = Coalesce(cost, 0.0, output_field=FloatField())
+    return models.Case(models.When(unknown, then=None), default=known, output_field=FloatField())
+
+
+@dataclass
+class Spent:
+    """Tokens and USD recorded so far, unknown prices counting 0: what the interceptor's job
+    budget and per-rollout limits are checked against (see the module's docstring). A call in
+    flight or lost counts 0 too: what it spent is not known (the call counts still hold:
+    `max_llm_calls` is counted as calls are let through, `llm_calls_admitted`)."""
+
+    tokens: int = 0
+    cost: float = 0.0
+
+    def add(self, call: LLMCall) -> None:
+        """Count in a call about to be recorded."""
+        self.tokens += call.total_tokens or 0
+        self.cost += call.cost_usd or 0.0
+
+    def at_least(self, other: Spent) -> None:
+        """Spending only grows: keep the larger of each figure (the database may not have this
+        process's newest calls yet, nor this process the other processes')."""
+        self.tokens, self.cost = max(self.tokens, other.tokens), max(self.cost, other.cost)
+
+
+def _spent(calls: QuerySet[LLMCall]) -> Spent:
+    sums = calls.aggregate(tokens=_AGGREGATES["total_tokens"], cost=_AGGREGATES["cost"])
+    return Spent(int(sums["tokens"] or 0), float(sums["cost"] or 0.0))
+
+
+def job_spent(*, job_id: str) -> Spent:
+    """What every call of the job recorded so far spent, for its budget."""
+    return _spent(LLMCall.objects.filter(attempt__seed_run__job_id=job_id))
+
+
+def attempt_spent(*, attempt_id: int) -> Spent:
+    """What one attempt's calls recorded by every web process spent, for its per-rollout token
+    and cost limits. Refused calls, and failed tries that were retried, are not calls of their
+    own."""
+    calls = LLMCall.objects.filter(attempt_id=attempt_id, refusal=Refusal.NONE)
+    return _spent(calls.exclude(error__contains=RETRIED_MARK))
+
+
+# --- result rows and the summary -------------------------------------------------------------
+
+
+def judge_fields(seed_run: SeedRun, judge: Usage | None) -> dict[str, Any]:
+    """The verifier's columns of a result row: its verdict, what its judge spent, and how its
+    calls were answered (`judge_replayed_calls`... as the policy's, docs/replay.md)."""
+    judge = judge or NO_USAGE
+    return {
+        "task_app_score": finite_or_none(seed_run.task_app_score),
+        "judge_status": seed_run.judge_status or None,
+        "verifier_justification": seed_run.verifier_justification,
+        "verifier_error": seed_run.verifier_error,
+        "judge_tokens": judge.total_tokens,
+        "judge_cost_usd": judge.cost_usd,
+        "judge_num_llm_calls": judge.num_llm_calls,
+        **{f"judge_{name}": value for name, value in judge.replay.row_fields().items()},
+    }
+
+
+def seed_result_row(
+    seed_run: SeedRun, usage: Usage | None, judge: Usage | None = None
+) -> dict[str, Any]:
+    """One seed's row of GET /results (also in its trace document and on the dashboard)."""
+    scores = Scores.of(seed_run)
+    return {
+        "seed": seed_run.seed,
+        "repeat": seed_run.repeat,
+        "status": seed_run.status,
+        **scores.as_fields(),
+        "reward": scores.score,
+        "outcome_objectives": outcome_objectives(seed_run),
+        "latency_ms": seed_run.latency_ms,
+        **(usage or NO_USAGE).row_fields(),
+        "attempts": seed_run.attempts,
+        "error": seed_run.error,
+        "started_at": seed_run.started_at,
+        "finished_at": seed_run.finished_at,
+        **judge_fields(seed_run, judge),
+        "reused": seed_run.reused_from_id is not None,
+    }
+
+
+def outcome_objectives(seed_run: SeedRun) -> dict[str, Any] | None:
+    """The task app's `outcome_objectives` for the seed (kept with its reward object), or None."""
+    metrics = seed_run.metrics if isinstance(seed_run.metrics, dict) else {}
+    objectives = metrics.get("outcome_objectives")
+    return objectives if isinstance(objectives, dict) else None
+
+
+def job_results(*, job: EvalJob) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(summary, per-seed rows) of the job, computed from its seed runs and LLM calls."""
+    rows = list(result_rows(job=job))
+    return summarize(job=job, rows=rows), rows
+
+
+def job_figures(*, job: EvalJob, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """jobs.stats' figures of the job's result rows (per-seed figures under `seeds`)."""
+    samples = (stats.Sample(r["seed"], r["repeat"], r["status"], r["score"]) for r in rows)
+    return stats.job_figures(samples, repeats=job.repeats, threshold=job.pass_threshold)
+
+
+def job_summary(job: EvalJob) -> dict[str, Any]:
+    """The job's summary, kept once its rows are final (`jobs.figures`)."""
+    return kept_figures(job=job, names=("summary",))["summary"]
+
+
+def kept_figures(
+    *,
+    job: EvalJob,
+    names: tuple[str, ...],
+    extra: Callable[[RowTable, dict], dict] | None = None,
+    as_text: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """Figures of all the job's rows, kept by `jobs.figures`: "summary", "seeds" (per-seed
+    figures) or what `extra(rows, those two)` makes in the same pass. Rows are held as tuples
+    meanwhile (a third of the memory of dicts): 100,000 seeds cost tens of MiB, not hundreds."""
+
+    def compute() -> dict[str, Any]:
+        if extra is None:  # one streaming pass: the rows are never held
+            summary, seeds = summary_and_seeds(job=job, rows=result_rows(job=job))
+            return {"summary": summary, "seeds": kept.JsonText(seeds)}
+        rows = RowTable(result_rows(job=job))
+        figures = job_figures(job=job, rows=rows)
+        summary = summarize(job=job, rows=rows, figures=figures)
+        base = {"summary": summary, "seeds": figures["seeds"]}
+        return {**base, **extra(rows, base)}
+
+    return kept.cached(job=job, names=names, compute=compute, as_text=as_text)
+
+
+# Seed runs (with their usage) read per database round trip by `result_rows`.
+RESULT_ROWS_CHUNK = 1000
+
+
+def result_rows(*, job: EvalJob) -> Iterator[dict[str, Any]]:
+    """The job's result rows in seed order, RESULT_ROWS_CHUNK seed runs at a time."""
+    for _, row in result_rows_keyed(job=job):
+        yield row
+
+
+def result_rows_keyed(
+    *, job: EvalJob, after: tuple[int, int] | None = None, limit: int | None = None
+) -> Iterator[tuple[tuple[int, int], dict[str, Any]]]:
+    """((seed, repeat), row) in that order; `after` is the key of the last row already read
+    (`jobs.selectors.seed_run_pages`), `limit` the most rows."""
+    for chunk in seed_run_pages(
+        SeedRun.objects.filter(job=job),
+        size=RESULT_ROWS_CHUNK,
+        read=lambda page: list(model_rows(page, exclude=("task_trace",))),
+        after=after,
+        limit=limit,
+    ):
+        for sr, row in zip(chunk, seed_runs_rows(chunk), strict=True):
+            yield (sr.seed, sr.repeat), row
+
+
+def seed_runs_rows(seed_runs: list[SeedRun]) -> list[dict[str, Any]]:
+    """The result rows of these seed runs, in their order (two queries for their usage)."""
+    calls = LLMCall.objects.filter(attempt__seed_run_id__in=[sr.id for sr in seed_runs])
+    usage = _per_seed_run(calls.filter(kind=CallKind.POLICY))
+    judge = _per_seed_run(calls.filter(kind=CallKind.JUDGE))
+    return [seed_result_row(sr, usage.get(sr.id), judge.get(sr.id)) for sr in seed_runs]
+
+
+def job_usage_by_model(*, job: EvalJob) -> dict[tuple[str, str], Usage]:
+    """Usage of the job's calls per (kind, model): the policy's calls apart from the judge's,
+    the model the one that answered, else the one asked for."""
+    model = Coalesce(
+        NullIf("model_answered", Value("")), NullIf("model_requested", Value("")), Value("?")
+    )
+    rows = (
+        LLMCall.objects.filter(attempt__seed_run__job=job)
+        .annotate(model_name=model)
+        .values("kind", "model_name")
+        .annotate(**_AGGREGATES)
+        .order_by()
+    )
+    return {(r.pop("kind"), r.pop("model_name")): _usage(**r) for r in rows}

@@ -1,0 +1,1 @@
+"""The traces zip: trace documents, the members kept ready, the zip writer."""
