@@ -135,7 +135,14 @@ class JobRunner:
                 for source in self.sources:
                     if not await source.open(stack):
                         return
-                await self._work()
+                try:
+                    await self._work()
+                finally:
+                    # However the work ended (a crash included), nothing it started outlives
+                    # it: a rollout must not meet its client closed under it and write that
+                    # as the task app's failure. What it held is taken over when its lease ends.
+                    if stopped := await self._in_flight_cancel():
+                        log.warning("job %s: runner ended with %d in flight", self.job_id, stopped)
         finally:
             await self.db(connections.close_all)
             self._db_thread.shutdown(wait=True)
@@ -282,13 +289,17 @@ class JobRunner:
     async def _abort_all(self) -> None:
         """The job is over (cancelled, failed, stopped): what is in flight stops. Closing the
         job closed its samples already (jobs.services.samples_close)."""
+        if aborted := await self._in_flight_cancel():
+            log.info("job %s is over: aborted %d rollouts and judgements", self.job_id, aborted)
+
+    async def _in_flight_cancel(self) -> int:
+        """Stop what is in flight, writing nothing for it; how many there were."""
         tasks = list(self.in_flight.values())
         self.in_flight.clear()
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        if tasks:
-            log.info("job %s is over: aborted %d rollouts and judgements", self.job_id, len(tasks))
+        return len(tasks)
 
 
 def _through_blips(call):

@@ -102,6 +102,7 @@ def test_postgres_restarted_mid_job_loses_nothing(stack, measure):
     rows = stack.seeds(job_id)
     assert sorted(r["seed"] for r in rows) == seeds
     assert stack.seed_events(job_id) == seeds
+    errors = {r["seed"]: r["error"] for r in rows if r["status"] != "succeeded"}
     assert {r["seed"]: (r["status"], r["score"]) for r in rows} == {
         s: ("succeeded", score_of(s)) for s in seeds
-    }
+    }, errors
