@@ -5,11 +5,12 @@ processes on loopback ports, with a fresh SQLite database in a temporary directo
 the same run, times calls made directly to the upstream and through the interceptor, at 1,
 8 and 32 concurrent callers, plain and streaming, and the same through a bare pass-through proxy
 (`bench/bare_proxy.py` with aiohttp's client, the Python floor, and the same with httpx's) and, with `--litellm`, LiteLLM's proxy (from the side
-virtualenv `make bench` builds). Rounds alternate the sides so drift hits them all.
+virtualenv `make bench` builds). Rounds alternate the sides so drift hits them all. `make run`'s
+worker (with its beat) runs beside the web process, idle, as a user has it (`--no-worker`: not).
 
     .venv/bin/python bench/bench_interceptor.py [--calls 2000] [--rounds 4] \\
         [--litellm .venv-bench/bin/litellm] [--before TREE] [--json out.json] \\
-        [--database-url postgres://.../empty_db]
+        [--database-url postgres://.../empty_db] [--no-worker]
 
 `--before TREE` also measures an earlier evalhub (a checkout, e.g. `git worktree add --detach
 /tmp/before <commit>`) in the same run, against the same database and provider.
@@ -37,6 +38,7 @@ import sys
 import tempfile
 import time
 import uuid
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
@@ -97,9 +99,12 @@ def setup_attempt() -> str:
 
     call_command("migrate", verbosity=0)
     owner = get_user_model().objects.create(username="bench")
+    # Running, its runner seen a day ahead and its seed under no lease: the worker beside
+    # (`worker_start`) leaves it alone, as it leaves a job another live runner works on.
     job = EvalJob.objects.create(
-        owner=owner, task_app_url="http://127.0.0.1:9/", policy={"model": "gpt-4o-mini"}
-    )
+        owner=owner, task_app_url="http://127.0.0.1:9/", policy={"model": "gpt-4o-mini"},
+        status="running", runner_seen_at=timezone.now() + timedelta(days=1),
+    )  # fmt: skip
     seed_run = SeedRun.objects.create(job=job, seed=0, status="running")
     token = token_new()
     RolloutAttempt.objects.create(
@@ -111,6 +116,18 @@ def setup_attempt() -> str:
         started_at=timezone.now(),
     )
     return token
+
+
+def worker_start(env: dict[str, str]) -> subprocess.Popen:
+    """`make run`'s worker with its beat (evalhub.runall), as a user has it beside the web
+    process: on the same database and broker, idle (no job runs), polling its queue and
+    re-dispatching as it does."""
+    from django.conf import settings
+
+    from evalhub.runall import commands
+
+    return subprocess.Popen(commands(settings)["worker"], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL)  # fmt: skip
 
 
 async def one_call(client: httpx.AsyncClient, url: str, stream: bool) -> float:
@@ -275,6 +292,9 @@ def main() -> None:
                              "<commit>`): its web process is measured too, as `before`")  # fmt: skip
     parser.add_argument("--database-url", help="an empty database of your own (PostgreSQL, as in "
                         "production) instead of a fresh SQLite file")  # fmt: skip
+    parser.add_argument("--no-worker", dest="worker", action="store_false",
+                        help="without `make run`'s worker (and its beat) running beside the web "
+                             "process, idle, on the same database and broker")  # fmt: skip
     args = parser.parse_args()
 
     tmp = tempfile.mkdtemp(prefix="evalhub-interceptor-bench-")
@@ -305,6 +325,8 @@ def main() -> None:
         cwd=ROOT, env=dict(os.environ, UPSTREAM=upstream, BARE_CLIENT="httpx"),
     )  # fmt: skip
     procs = [web, bare, bare_httpx, fake]
+    if args.worker:
+        procs.insert(0, worker_start(env))
     urls = {
         "direct": f"{upstream}/chat/completions",
         "evalhub": f"http://127.0.0.1:{web_port}/api/interceptor/v1/{token}/chat/completions",
