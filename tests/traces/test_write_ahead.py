@@ -167,3 +167,38 @@ def test_a_document_postgresql_refuses_loses_neither_its_numbers_nor_the_other_r
         assert rows[0].request == REQUEST
     else:
         assert rows[1].request == nul and rows[0].response["x\u0000"] == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_writer_threads_write_ahead_and_complete_every_call_and_checkpoint_sqlite_themselves():
+    """Through `CallWriter` as the interceptor uses it: every call's row written ahead, then
+    completed; the writer's connections leave the log's checkpoints to the completions'
+    thread (traces/interceptor/writer.py), which has made them. SQLite only: the writer's
+    threads live as long as their process, with their connections."""
+    import asyncio
+
+    from traces.interceptor import writer as writers
+
+    if connection.vendor != "sqlite":
+        pytest.skip(
+            "the checkpoints are SQLite's; PostgreSQL's test database is dropped at the end"
+        )
+
+    owner = get_user_model().objects.create(username="w")
+    job = EvalJob.objects.create(owner=owner, task_app_url="http://x", num_seeds=1)
+    a = _attempt(job, 1)
+    records = [_record(a.id, timezone.now()) for _ in range(300)]
+    writer = writers.CallWriter()
+
+    async def calls():
+        for record in records:
+            await writer.ahead(record)
+            writer.submit(record)
+
+    asyncio.run(calls())
+    writer.flush()
+    rows = LLMCall.objects.filter(attempt=a)
+    assert sorted(rows.values_list("seq", flat=True)) == list(range(1, 301))
+    assert set(rows.values_list("state", flat=True)) == {CallState.DONE}
+    # 600 rows written (300 ahead, 300 completed): a checkpoint every _CHECKPOINT_ROWS.
+    assert writer._checkpoints.made >= 600 // writers._CHECKPOINT_ROWS - 1

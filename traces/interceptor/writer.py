@@ -13,7 +13,14 @@ rollout limits, as soon as they arrive; their rows are completed in place (or in
 call that never reached a provider) at once, with whatever else is queued by then: a lone call
 is never held back waiting for company, and under load the calls that finish while one save
 runs share the next. Answers still queued when the process is killed (SIGKILL) leave their
-rows in flight; a normal stop flushes them (the ASGI lifespan's shutdown)."""
+rows in flight; a normal stop flushes them (the ASGI lifespan's shutdown).
+
+On SQLite (the embedded default) the two threads take turns on a lock of ours for their
+transactions (`_SQLITE_TURNS`), and only the completions' thread checkpoints the write-ahead
+log, outside its turn (`_Checkpoints`). A call waiting for its row then never waits for a
+checkpoint (it copies the log into the database and syncs the file: 3-5 ms), nor sleeps in
+SQLite's busy handler (1 ms, then 2, then 5) while the other thread commits: those were the
+slowest 1% of the calls at one caller (docs/performance.md)."""
 
 from __future__ import annotations
 
@@ -36,6 +43,11 @@ log = logging.getLogger(__name__)
 _BATCH = 200
 _TRIES = 3
 
+# SQLite: one writer thread's transaction at a time (see the module's docstring).
+_SQLITE_TURNS = threading.Lock()
+# SQLite: rows written between two checkpoints, as SQLite's own 1,000 pages of log hold.
+_CHECKPOINT_ROWS = 200
+
 
 @dataclass(frozen=True)
 class _Ahead:
@@ -53,6 +65,7 @@ class CallWriter:
         self._started = False
         self._lock = threading.Lock()
         self._on_built = on_built
+        self._checkpoints = _Checkpoints()
 
     async def ahead(self, record: services.CallRecord) -> None:
         """Return once the call's row is in the database, in flight (`record.row_id`); 503
@@ -100,6 +113,7 @@ class CallWriter:
                 for record in records:
                     self._take(record, calls)
                 self._save(services.llm_calls_save, calls)
+                self._checkpoints.due()
             finally:
                 for _ in records:
                     self._queue.task_done()
@@ -151,13 +165,49 @@ class CallWriter:
             return
         for try_ in range(_TRIES):
             try:
-                save(calls=calls)
+                if connection.vendor == "sqlite":
+                    self._checkpoints.leave_to_us()
+                    with _SQLITE_TURNS:
+                        save(calls=calls)
+                    self._checkpoints.rows += len(calls)
+                else:
+                    save(calls=calls)
                 return
             except Exception:
                 log.exception("saving %d LLM call(s) failed (try %d)", len(calls), try_ + 1)
                 connection.close()  # a broken connection is reopened on the next try
                 if try_ < _TRIES - 1:
                     time.sleep(0.5 * (try_ + 1))
+
+
+class _Checkpoints:
+    """SQLite: the writer threads' connections leave the write-ahead log's checkpoints to
+    `due()`, which the completions' thread calls after each save: a passive checkpoint every
+    _CHECKPOINT_ROWS rows written, which lets the other thread write meanwhile."""
+
+    def __init__(self):
+        self.rows = 0  # written since the last checkpoint, by both threads
+        self.made = 0
+        self._local = threading.local()
+
+    def leave_to_us(self) -> None:
+        """This thread's connection checkpoints no more by itself (set again on a new one)."""
+        connection.ensure_connection()
+        if getattr(self._local, "raw", None) is not connection.connection:
+            with connection.cursor() as cursor:
+                cursor.execute("PRAGMA wal_autocheckpoint = 0")
+            self._local.raw = connection.connection
+
+    def due(self) -> None:
+        if self.rows < _CHECKPOINT_ROWS or connection.vendor != "sqlite":
+            return
+        self.rows = 0
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            self.made += 1
+        except Exception:  # the next one will do; the log only grows meanwhile
+            log.exception("checkpointing the database's write-ahead log failed")
 
 
 def _drain(q: queue.Queue) -> list:
