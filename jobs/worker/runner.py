@@ -7,7 +7,11 @@ the job's id (jobs/dispatch.py). The runner a message starts:
    is free; it holds at most EVALHUB_RUNNER_MAX_INFLIGHT, and the claims hold the job's
    `max_concurrent` (and the judge's `concurrency`) over all workers;
 2. when its first claim filled it and the job has more to claim, sends one more message: an
-   idle worker lends a hand, so a big job spreads over the free workers;
+   idle worker lends a hand, so a big job spreads over the free workers. A message that
+   reaches a worker process already running the job joins the runner there (`_Here`): its
+   slots grow by EVALHUB_RUNNER_MAX_INFLIGHT (it asks for a hand again once they fill), where
+   a second runner would have been a second event loop and database thread fighting the first
+   for the process's one interpreter lock, each claiming in smaller batches;
 3. renews its leases and looks at the job's status (a cancel aborts what it runs);
 4. once EVALHUB_RUNNER_SLICE_S has passed and it has finished as much work as it has held at
    once (a turn of its slots, so long rollouts make long slices and short drains), and other
@@ -31,6 +35,7 @@ import logging
 import os
 import secrets
 import socket
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -69,8 +74,45 @@ def job_run(*, job_id: str) -> None:
     watchdog, which lets a worker that lost its consumer drain its runners), in an event loop
     of uvloop's where it is installed: asyncio's own loop and transports, in Python, were a
     sixth of a busy worker's CPU (docs/performance.md)."""
-    with DRAIN.runner(), asyncio.Runner(loop_factory=_loop_factory) as runner:
-        runner.run(JobRunner(job_id=job_id).run())
+    with DRAIN.runner():
+        if _HERE.join(job_id):
+            return
+        with asyncio.Runner(loop_factory=_loop_factory) as runner:
+            runner.run(JobRunner(job_id=job_id).run())
+
+
+class _Here:
+    """The runners working in this process, by job: a hand for a job one of them works joins
+    it (`JobRunner.hand_joined`) rather than starting a second one here."""
+
+    def __init__(self) -> None:
+        self._runners: dict[str, JobRunner] = {}
+        self._lock = threading.Lock()
+
+    def add(self, runner: JobRunner) -> None:
+        with self._lock:
+            self._runners.setdefault(runner.job_id, runner)
+
+    def remove(self, runner: JobRunner) -> None:
+        with self._lock:
+            if self._runners.get(runner.job_id) is runner:
+                del self._runners[runner.job_id]
+
+    def join(self, job_id: str) -> bool:
+        """Whether a runner of the job here took the hand: one still claiming (not handing
+        the job over nor draining), whose loop runs."""
+        with self._lock:
+            runner = self._runners.get(job_id)
+            if runner is None or not runner.claiming:
+                return False
+            try:
+                runner.loop.call_soon_threadsafe(runner.hand_joined)
+            except RuntimeError:  # its loop closed meanwhile
+                return False
+            return True
+
+
+_HERE = _Here()
 
 
 def _loop_factory() -> asyncio.AbstractEventLoop:
@@ -116,6 +158,9 @@ class JobRunner:
         # Work started and finished this slice, and the most held at once: an idle runner
         # leaves the job to those that hold work (they send its message again).
         self.started = self.finished = self.held_most = 0
+        # Whether a hand is asked for when a claim fills the slots and the job has more.
+        self.ask_hand = True
+        self.claiming = False  # hands may join (`_Here`)
 
     async def db(self, fn, /, **kwargs: Any) -> Any:
         loop = asyncio.get_running_loop()
@@ -130,14 +175,19 @@ class JobRunner:
             self.job = job
             self.sources = [RolloutSource(self), JudgeSource(self)]
             # Slots worth claiming for: the job's bound on rollouts and the judge's.
-            self.cap = min(self.cap, job.max_concurrent + self.sources[1].concurrency)
+            self.cap_most = job.max_concurrent + self.sources[1].concurrency
+            self.cap = min(self.cap, self.cap_most)
+            self.loop = asyncio.get_running_loop()
             async with contextlib.AsyncExitStack() as stack:
                 for source in self.sources:
                     if not await source.open(stack):
                         return
+                _HERE.add(self)
                 try:
                     await self._work()
                 finally:
+                    self.claiming = False
+                    _HERE.remove(self)
                     # However the work ended (a crash included), nothing it started outlives
                     # it: a rollout must not meet its client closed under it and write that
                     # as the task app's failure. What it held is taken over when its lease ends.
@@ -152,7 +202,7 @@ class JobRunner:
         slice_end = now + self.slice_s
         last_look = last_renew = last_claim = 0.0
         self.starved = False  # the last claim got less than it asked for
-        first, handed_over, draining = True, False, False
+        handed_over, draining = False, False
         # The zip's members of the seeds that ended meanwhile are built as the job goes on.
         members_every = max(settings.EVALHUB_TRACES_ZIP_AFTER_S, MEMBERS_MIN_EVERY_S)
         members_at = now + members_every
@@ -180,12 +230,13 @@ class JobRunner:
                 if ended is None:
                     return
                 handed_over, slice_end = ended[0], now + ended[1]
+            self.claiming = not (handed_over or draining)
             if not handed_over and self._claim_due(now - last_claim):
                 last_claim = now
-                more = await self._claim()
-                if first and more:
+                # A hand joining while this claim runs asks for the next claim (`hand_joined`).
+                ask_hand, self.ask_hand = self.ask_hand, False
+                if await self._claim() and ask_hand:
                     await self.db(job_dispatch, job_id=self.job_id)  # a hand from another worker
-                first = False
             if not self.in_flight:
                 if handed_over:
                     # Drained. What it gave back (a retry) goes to the queue if nobody holds
@@ -206,6 +257,14 @@ class JobRunner:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(POLL_S):
                     await self._changed.wait()
+
+    def hand_joined(self) -> None:
+        """A message for this job reached this process (`_Here`): more slots, claimed at once,
+        and a hand asked for again once they fill."""
+        self.cap = min(self.cap + settings.EVALHUB_RUNNER_MAX_INFLIGHT, self.cap_most)
+        self.ask_hand = True
+        self.starved = False
+        self._changed.set()
 
     def _claim_due(self, since_claim: float) -> bool:
         """A batch (an eighth) of the runner's slots is free, or POLL_S went by with any slot

@@ -392,3 +392,25 @@ def test_a_job_larger_than_one_runner_is_shared_by_two_worker_processes(
         )
     }
     assert pids == {str(w.proc.pid) for w in workers}
+
+
+def test_a_hand_reaching_the_worker_process_that_runs_the_job_joins_its_runner(
+    client_alice, worker_factory
+):
+    """A runner holds at most 2 at first; each hand it asks for reaches the same (only) worker
+    process, whose runner takes it: 2 more slots, up to the job's 6, in one runner (one
+    event loop), not three runners side by side in one process."""
+    app, state = task_app_create(delay_s=0.3)
+    seeds = list(range(24))
+    env = {"EVALHUB_RUNNER_MAX_INFLIGHT": "2", **FAST}
+    with serve_asgi(app) as url:
+        worker_factory(concurrency=4, **env)
+        job_id = job_create(client_alice, url, seeds=seeds, max_concurrent=6)
+        job = job_wait(job_id)
+    assert job.status == "completed"
+    assert state.seeds_called() == {s: 1 for s in seeds}
+    assert state.max_in_flight == 6
+    runners = set(
+        RolloutAttempt.objects.filter(seed_run__job_id=job_id).values_list("worker", flat=True)
+    )
+    assert len(runners) == 1, runners
