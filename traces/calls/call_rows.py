@@ -15,7 +15,7 @@ from itertools import groupby
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 
-from jobs.bulk import rows_params, rows_source
+from jobs.bulk import rows_params, rows_source, values_prepare
 from traces.models import LLMCall
 
 
@@ -40,7 +40,7 @@ def calls_insert(calls: list[LLMCall]) -> None:
         _execute_rows(conn, "insert", calls)
         return
     fields, sql = _insert_statement(conn.vendor)
-    rows = [[f.get_db_prep_save(getattr(c, f.attname), conn) for f in fields] for c in calls]
+    rows = [values_prepare(fields, [getattr(c, f.attname) for f in fields]) for c in calls]
     with conn.cursor() as cursor:
         cursor.executemany(sql, rows)
 
@@ -60,16 +60,15 @@ def calls_insert_numbered(calls: list[LLMCall]) -> None:
     marks = ", ".join(f"{after} WHERE attempt_id = %s) + %s" if f.attname == "seq" else "%s"
                       for f in fields)  # fmt: skip
     per = (conn.features.max_query_params or 30_000) // (len(fields) + 1)
+    seq_at = [f.attname for f in fields].index("seq")
     with conn.cursor() as cursor:
         for start in range(0, len(calls), per):
             chunk, params = calls[start : start + per], []
             for attempt_id, group in groupby(chunk, key=lambda c: c.attempt_id):
                 for i, call in enumerate(group, start=1):
-                    for f in fields:
-                        if f.attname == "seq":
-                            params.extend((attempt_id, i))
-                        else:
-                            params.append(f.get_db_prep_save(getattr(call, f.attname), conn))
+                    values = values_prepare(fields, [getattr(call, f.attname) for f in fields])
+                    values[seq_at : seq_at + 1] = (attempt_id, i)
+                    params.extend(values)
             values = ", ".join([f"({marks})"] * len(chunk))
             cursor.execute(f"{head} VALUES {values} RETURNING id, attempt_id, seq", params)
             _numbers_take(chunk, cursor.fetchall())
@@ -112,7 +111,7 @@ def calls_update(calls: list[LLMCall]) -> None:
     else:
         fields, sql = _update_statement(conn.vendor)
         rows = [
-            [*(f.get_db_prep_save(getattr(c, f.attname), conn) for f in fields), c.pk]
+            [*values_prepare(fields, [getattr(c, f.attname) for f in fields]), c.pk]
             for c in calls
         ]
         with conn.cursor() as cursor:
