@@ -30,7 +30,6 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from django.db import connection
 
@@ -49,19 +48,42 @@ _SQLITE_TURNS = threading.Lock()
 _CHECKPOINT_ROWS = 200
 
 
-@dataclass(frozen=True)
-class _Ahead:
-    """A call waiting for its row to be written ahead."""
+class _Queue:
+    """A queue of the C `SimpleQueue` (a put costs no lock and no condition of Python's, and
+    wakes a waiting thread without waking the event loop) and counters of what was put and
+    what was done with, for `flush`: `queue.Queue`'s `task_done` bookkeeping and the
+    Condition its put notifies were a tenth of a saturated web process's CPU."""
 
-    record: services.CallRecord
-    future: asyncio.Future
-    loop: asyncio.AbstractEventLoop
+    def __init__(self) -> None:
+        self.items: queue.SimpleQueue = queue.SimpleQueue()
+        self.put = 0  # counted on the event loop's thread
+        self.done = 0  # counted on the writer thread
+
+    def put_nowait(self, item) -> None:
+        self.put += 1
+        self.items.put_nowait(item)
+
+    def drain(self) -> list:
+        """The next item, and whatever queued meanwhile (up to _BATCH): they share one save,
+        whose transaction and statements cost little more than a lone call's. Nothing waits
+        for more."""
+        get = self.items.get_nowait
+        items = [self.items.get()]
+        while len(items) < _BATCH:
+            try:
+                items.append(get())
+            except queue.Empty:
+                break
+        return items
+
+    def pending(self) -> int:
+        return self.put - self.done
 
 
 class CallWriter:
     def __init__(self, on_built: Callable | None = None):
-        self._queue: queue.Queue[services.CallRecord] = queue.Queue()
-        self._ahead: queue.Queue[_Ahead] = queue.Queue()
+        self._queue = _Queue()  # answered calls (records)
+        self._ahead = _Queue()  # calls waiting for their row: (record, future, loop)
         self._started = False
         self._lock = threading.Lock()
         self._on_built = on_built
@@ -73,7 +95,7 @@ class CallWriter:
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         self._start()
-        self._ahead.put_nowait(_Ahead(record, future, loop))
+        self._ahead.put_nowait((record, future, loop))
         row_id = await future
         if row_id is None:
             raise InterceptorError(
@@ -99,15 +121,13 @@ class CallWriter:
 
     def flush(self, timeout: float = 10.0) -> None:
         deadline = time.monotonic() + timeout
-        while (
-            self._queue.unfinished_tasks or self._ahead.unfinished_tasks
-        ) and time.monotonic() < deadline:
+        while (self._queue.pending() or self._ahead.pending()) and time.monotonic() < deadline:
             time.sleep(0.02)
 
     def _run(self) -> None:
         while True:
-            records = _drain(self._queue)
-            metrics.writer_backlog_set(queue="completions", size=self._queue.qsize())
+            records = self._queue.drain()
+            metrics.writer_backlog_set(queue="completions", size=self._queue.items.qsize())
             try:
                 calls: list = []
                 for record in records:
@@ -115,36 +135,37 @@ class CallWriter:
                 self._save(services.llm_calls_save, calls)
                 self._checkpoints.due()
             finally:
-                for _ in records:
-                    self._queue.task_done()
+                self._queue.done += len(records)
 
     def _run_ahead(self) -> None:
         while True:
-            waiting = _drain(self._ahead)
-            metrics.writer_backlog_set(queue="ahead", size=self._ahead.qsize())
+            waiting = self._ahead.drain()
+            metrics.writer_backlog_set(queue="ahead", size=self._ahead.items.qsize())
             try:
                 self._write_ahead(waiting)
             finally:
-                for _ in waiting:
-                    self._ahead.task_done()
+                self._ahead.done += len(waiting)
 
-    def _write_ahead(self, waiting: list[_Ahead]) -> None:
+    def _write_ahead(self, waiting: list[tuple]) -> None:
         """Insert the rows of the calls waiting to be forwarded and let them go: each with its
-        row's id, or None when it could not be written."""
-        if not waiting:
-            return
+        row's id, or None when it could not be written (one wake-up of their event loop)."""
         rows = []
-        for item in waiting:
+        for record, _, _ in waiting:
             try:
-                rows.append(services.llm_call_ahead(record=item.record))
+                rows.append(services.llm_call_ahead(record=record))
             except Exception:
-                log.exception("could not write ahead a call of attempt %s", item.record.attempt_id)
+                log.exception("could not write ahead a call of attempt %s", record.attempt_id)
                 rows.append(None)
-        # A row has its id once it is committed (each statement commits as it runs).
-        self._save(services.llm_calls_ahead_save, [row for row in rows if row is not None])
-        for item, row in zip(waiting, rows, strict=True):
-            pk = row.pk if row is not None else None
-            item.loop.call_soon_threadsafe(_resolve, item.future, pk)
+        try:
+            # A row has its id once it is committed (each statement commits as it runs).
+            self._save(services.llm_calls_ahead_save, [row for row in rows if row is not None])
+        finally:
+            by_loop: dict = {}
+            for (_, future, loop), row in zip(waiting, rows, strict=True):
+                pk = row.pk if row is not None else None
+                by_loop.setdefault(loop, []).append((future, pk))
+            for loop, resolved in by_loop.items():
+                loop.call_soon_threadsafe(_resolve, resolved)
 
     def _take(self, record: services.CallRecord, calls: list) -> None:
         """Read the record's usage and count its spending at once (budgets and rollout limits
@@ -210,18 +231,7 @@ class _Checkpoints:
             log.exception("checkpointing the database's write-ahead log failed")
 
 
-def _drain(q: queue.Queue) -> list:
-    """The next item, and whatever queued meanwhile (up to _BATCH): they share one save, whose
-    transaction and statements cost little more than a lone call's. Nothing waits for more."""
-    items = [q.get()]
-    while len(items) < _BATCH:
-        try:
-            items.append(q.get_nowait())
-        except queue.Empty:
-            break
-    return items
-
-
-def _resolve(future: asyncio.Future, row_id: int | None) -> None:
-    if not future.done():  # the caller may have gone (its task cancelled)
-        future.set_result(row_id)
+def _resolve(resolved: list[tuple[asyncio.Future, int | None]]) -> None:
+    for future, row_id in resolved:
+        if not future.done():  # the caller may have gone (its task cancelled)
+            future.set_result(row_id)
