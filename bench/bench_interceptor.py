@@ -19,6 +19,10 @@ Each row has, per side, the latency it added at the median and at p99 (its perce
 direct one) and `slow`: the share of its calls that took more than 10 ms longer than the direct
 median (the direct calls' own share is the machine's noise).
 
+Then each proxy at saturation (`--saturation-calls`, 0 to skip): driven by 64 callers of a light
+load generator in a process of its own (`bench/load.py`), its calls per second and CPU per call,
+the issue's throughput of one web process against the bare aiohttp proxy's in the same run.
+
 Also prints Django's own floor: a request through Django's machinery (a 404 under /api/) against
 the same through the lean interceptor handler (an unknown route), to show why the interceptor is
 not a Django view.
@@ -264,6 +268,32 @@ def scenario(
     return out
 
 
+def saturation(urls: dict[str, str], pids: dict[str, int], *, calls: int, concurrency: int,
+               rounds: int) -> dict:  # fmt: skip
+    """Each proxy driven as hard as it goes: `calls` calls from `concurrency` callers of the
+    light load generator (`bench/load.py`, a process of its own), every proxy in turn,
+    `rounds` times; the median calls per second of each, and its CPU per call."""
+    out: dict = {"calls": calls, "concurrency": concurrency}
+    load = [sys.executable, str(ROOT / "bench" / "load.py")]
+    runs: dict[str, list[tuple[float, float]]] = {name: [] for name in pids}
+    for name in pids:  # warm: pooled connections, the first rows written
+        subprocess.run([*load, urls[name], "300", str(concurrency)], check=True,
+                       capture_output=True)  # fmt: skip
+    for _ in range(rounds):
+        for name, pid in pids.items():
+            before = cpu_ms(pid)
+            done = subprocess.run([*load, urls[name], str(calls), str(concurrency)],
+                                  check=True, capture_output=True, text=True)  # fmt: skip
+            seconds = float(done.stdout.split()[-1])
+            time.sleep(0.2)  # the records of the round written (evalhub's writer threads)
+            runs[name].append((calls / seconds, (cpu_ms(pid) - before) / calls))
+    for name, values in runs.items():
+        rates = sorted(rate for rate, _ in values)
+        out[name] = {"calls_per_s": rates[len(rates) // 2],
+                     "cpu_ms_per_call": sorted(c for _, c in values)[len(values) // 2]}  # fmt: skip
+    return out
+
+
 def print_row(row: dict) -> None:
     name = f"{row['concurrency']} caller{'s' if row['concurrency'] > 1 else ''}, " + (
         "stream" if row["stream"] else "plain"
@@ -292,6 +322,12 @@ def main() -> None:
                              "<commit>`): its web process is measured too, as `before`")  # fmt: skip
     parser.add_argument("--database-url", help="an empty database of your own (PostgreSQL, as in "
                         "production) instead of a fresh SQLite file")  # fmt: skip
+    parser.add_argument(
+        "--saturation-calls",
+        type=int,
+        default=6000,
+        help="calls per proxy and round driven at saturation (0: not measured)",
+    )
     parser.add_argument("--no-worker", dest="worker", action="store_false",
                         help="without `make run`'s worker (and its beat) running beside the web "
                              "process, idle, on the same database and broker")  # fmt: skip
@@ -360,6 +396,13 @@ def main() -> None:
                                calls=args.calls, rounds=args.rounds)  # fmt: skip
                 print_row(row)
                 rows.append(row)
+        out: dict = {"scenarios": rows}
+        if args.saturation_calls:
+            out["saturation"] = saturation(urls, pids, calls=args.saturation_calls,
+                                           concurrency=64, rounds=3)  # fmt: skip
+            print("saturation, 64 callers: " + "  ".join(
+                f"{name} {r['calls_per_s']:.0f} calls/s cpu {r['cpu_ms_per_call']:.3f} ms"
+                for name, r in out["saturation"].items() if isinstance(r, dict)), flush=True)  # fmt: skip
         django_404 = asyncio.run(simple_get(f"http://127.0.0.1:{web_port}/api/no-such-thing", 500))
         lean_404 = asyncio.run(
             simple_get(f"http://127.0.0.1:{web_port}/api/interceptor/v1/x/no-such-thing", 500)
@@ -369,7 +412,7 @@ def main() -> None:
             f"through the lean handler p50 {pct(lean_404, 50):.2f} ms"
         )
         if args.json:
-            Path(args.json).write_text(json.dumps({"scenarios": rows}, indent=2))
+            Path(args.json).write_text(json.dumps(out, indent=2))
     finally:
         for proc in procs:
             proc.terminate()

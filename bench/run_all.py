@@ -38,7 +38,7 @@ FULL = {
     "otel": ["--seeds", "200", "--rounds", "2"],
 }
 QUICK = {
-    "interceptor": ["--calls", "200", "--rounds", "2", "--modes", "plain"],
+    "interceptor": "--calls 200 --rounds 2 --modes plain --saturation-calls 500".split(),
     "workers": "--seeds 300 --max-concurrent 32 --wall-delay 0.02 --worker-cpu 0.5".split(),
     "zip": ["--seeds", "500"],
     "results": ["--seeds", "5000", "--page", "500"],
@@ -112,6 +112,16 @@ def interceptor_rows(data: dict) -> list[tuple[str, str, str, str]]:
             peers += f"; bare on httpx {ms(s['bare_httpx']['cpu_ms_per_call'])}"
         rows.append((f"web CPU per proxied call, {s['concurrency']} callers",
                      ms(ev["cpu_ms_per_call"]), peers, "half of 1.2-1.7 ms"))  # fmt: skip
+    if sat := data.get("saturation"):
+        ev, bare = sat["evalhub"], sat["bare"]
+        names = {"bare": "bare", "bare_httpx": "bare on httpx", "litellm": "LiteLLM"}
+        peers = "; ".join(f"{label} {sat[name]['calls_per_s']:.0f} calls/s, "
+                          f"{ms(sat[name]['cpu_ms_per_call'])} CPU a call"
+                          for name, label in names.items() if name in sat)  # fmt: skip
+        rows.append((f"calls/s of one web process at saturation, {sat['concurrency']} callers",
+                     f"{ev['calls_per_s']:.0f} ({ev['calls_per_s'] / bare['calls_per_s']:.2f}x "
+                     f"bare), {ms(ev['cpu_ms_per_call'])} CPU a call", peers,
+                     ">= 0.7x bare's calls/s"))  # fmt: skip
     return rows
 
 
