@@ -126,7 +126,7 @@ class RolloutSource:
         )  # fmt: skip
 
     async def _seeds_finish(self, finishes: list[leases.SeedFinish]) -> list[bool]:
-        return await self.runner.db(
+        return await self.runner.db_results(
             leases.seed_runs_finish, worker=self.runner.worker, finishes=finishes
         )
 

@@ -153,6 +153,7 @@ class JobRunner:
         self.slice_s = settings.EVALHUB_RUNNER_SLICE_S
         self.cap = settings.EVALHUB_RUNNER_MAX_INFLIGHT
         self._db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalhub-db")
+        self._results_thread = ThreadPoolExecutor(1, "evalhub-results")  # `db_results`
         self.in_flight: dict[tuple[str, int], asyncio.Task] = {}
         self._changed = asyncio.Event()
         # Work started and finished this slice, and the most held at once: an idle runner
@@ -163,9 +164,17 @@ class JobRunner:
         self.claiming = False  # hands may join (`_Here`)
 
     async def db(self, fn, /, **kwargs: Any) -> Any:
+        return await self._in(self._db_thread, functools.partial(fn, **kwargs))
+
+    async def db_results(self, fn, /, **kwargs: Any) -> Any:
+        """`db`, on the results' own thread: a rollout's slot is free once its result is
+        written, and at 256 in flight the claims and the batches of results, taking turns
+        on one thread, each held the other's slots for tens of milliseconds."""
+        return await self._in(self._results_thread, functools.partial(fn, **kwargs))
+
+    async def _in(self, thread: ThreadPoolExecutor, call) -> Any:
         loop = asyncio.get_running_loop()
-        call = functools.partial(_through_blips, functools.partial(fn, **kwargs))
-        return await loop.run_in_executor(self._db_thread, call)
+        return await loop.run_in_executor(thread, functools.partial(_through_blips, call))
 
     async def run(self) -> None:
         try:
@@ -195,7 +204,9 @@ class JobRunner:
                         log.warning("job %s: runner ended with %d in flight", self.job_id, stopped)
         finally:
             await self.db(connections.close_all)
+            await self.db_results(connections.close_all)
             self._db_thread.shutdown(wait=True)
+            self._results_thread.shutdown(wait=True)
 
     async def _work(self) -> None:
         now = time.monotonic()
