@@ -8,10 +8,11 @@ the job's id (jobs/dispatch.py). The runner a message starts:
    `max_concurrent` (and the judge's `concurrency`) over all workers;
 2. when its first claim filled it and the job has more to claim, sends one more message: an
    idle worker lends a hand, so a big job spreads over the free workers. A message that
-   reaches a worker process already running the job joins the runner there (`_Here`): its
-   slots grow by EVALHUB_RUNNER_MAX_INFLIGHT (it asks for a hand again once they fill), where
-   a second runner would have been a second event loop and database thread fighting the first
-   for the process's one interpreter lock, each claiming in smaller batches;
+   reaches a worker process already running the job joins the runner there
+   (`jobs.worker.here`): its slots grow by EVALHUB_RUNNER_MAX_INFLIGHT (it asks for a
+   hand again once they fill), where a second runner would have been a second event loop and
+   database thread fighting the first for the process's one interpreter lock, each claiming
+   in smaller batches;
 3. renews its leases and looks at the job's status (a cancel aborts what it runs);
 4. once EVALHUB_RUNNER_SLICE_S has passed and it has finished as much work as it has held at
    once (a turn of its slots, so long rollouts make long slices and short drains), and other
@@ -35,7 +36,6 @@ import logging
 import os
 import secrets
 import socket
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -50,6 +50,7 @@ from jobs import leases, services
 from jobs.dispatch import job_dispatch, job_trace_members_dispatch, queue_waiting
 from jobs.models import EvalJob, JobStatus
 from jobs.verifier.judgements import judgements_claimable_at
+from jobs.worker.here import HERE
 from jobs.worker.judging import JudgeSource
 from jobs.worker.rollouts import RolloutSource
 from traces.results import totals
@@ -75,44 +76,10 @@ def job_run(*, job_id: str) -> None:
     of uvloop's where it is installed: asyncio's own loop and transports, in Python, were a
     sixth of a busy worker's CPU (docs/performance.md)."""
     with DRAIN.runner():
-        if _HERE.join(job_id):
+        if HERE.join(job_id):
             return
         with asyncio.Runner(loop_factory=_loop_factory) as runner:
             runner.run(JobRunner(job_id=job_id).run())
-
-
-class _Here:
-    """The runners working in this process, by job: a hand for a job one of them works joins
-    it (`JobRunner.hand_joined`) rather than starting a second one here."""
-
-    def __init__(self) -> None:
-        self._runners: dict[str, JobRunner] = {}
-        self._lock = threading.Lock()
-
-    def add(self, runner: JobRunner) -> None:
-        with self._lock:
-            self._runners.setdefault(runner.job_id, runner)
-
-    def remove(self, runner: JobRunner) -> None:
-        with self._lock:
-            if self._runners.get(runner.job_id) is runner:
-                del self._runners[runner.job_id]
-
-    def join(self, job_id: str) -> bool:
-        """Whether a runner of the job here took the hand: one still claiming (not handing
-        the job over nor draining), whose loop runs."""
-        with self._lock:
-            runner = self._runners.get(job_id)
-            if runner is None or not runner.claiming:
-                return False
-            try:
-                runner.loop.call_soon_threadsafe(runner.hand_joined)
-            except RuntimeError:  # its loop closed meanwhile
-                return False
-            return True
-
-
-_HERE = _Here()
 
 
 def _loop_factory() -> asyncio.AbstractEventLoop:
@@ -161,7 +128,7 @@ class JobRunner:
         self.started = self.finished = self.held_most = 0
         # Whether a hand is asked for when a claim fills the slots and the job has more.
         self.ask_hand = True
-        self.claiming = False  # hands may join (`_Here`)
+        self.claiming = False  # hands may join (`jobs.worker.here`)
 
     async def db(self, fn, /, **kwargs: Any) -> Any:
         return await self._in(self._db_thread, functools.partial(fn, **kwargs))
@@ -191,12 +158,12 @@ class JobRunner:
                 for source in self.sources:
                     if not await source.open(stack):
                         return
-                _HERE.add(self)
+                HERE.add(self)
                 try:
                     await self._work()
                 finally:
                     self.claiming = False
-                    _HERE.remove(self)
+                    HERE.remove(self)
                     # However the work ended (a crash included), nothing it started outlives
                     # it: a rollout must not meet its client closed under it and write that
                     # as the task app's failure. What it held is taken over when its lease ends.
@@ -270,8 +237,8 @@ class JobRunner:
                     await self._changed.wait()
 
     def hand_joined(self) -> None:
-        """A message for this job reached this process (`_Here`): more slots, claimed at once,
-        and a hand asked for again once they fill."""
+        """A message for this job reached this process (`jobs.worker.here`): more slots,
+        claimed at once, and a hand asked for again once they fill."""
         self.cap = min(self.cap + settings.EVALHUB_RUNNER_MAX_INFLIGHT, self.cap_most)
         self.ask_hand = True
         self.starved = False
