@@ -111,8 +111,7 @@ def calls_update(calls: list[LLMCall]) -> None:
     else:
         fields, sql = _update_statement(conn.vendor)
         rows = [
-            [*values_prepare(fields, [getattr(c, f.attname) for f in fields]), c.pk]
-            for c in calls
+            [*values_prepare(fields, [getattr(c, f.attname) for f in fields]), c.pk] for c in calls
         ]
         with conn.cursor() as cursor:
             cursor.executemany(sql, rows)
