@@ -37,6 +37,7 @@ import gc
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -288,9 +289,8 @@ def saturation(urls: dict[str, str], pids: dict[str, int], *, calls: int, concur
             time.sleep(0.2)  # the records of the round written (evalhub's writer threads)
             runs[name].append((calls / seconds, (cpu_ms(pid) - before) / calls))
     for name, values in runs.items():
-        rates = sorted(rate for rate, _ in values)
-        out[name] = {"calls_per_s": rates[len(rates) // 2],
-                     "cpu_ms_per_call": sorted(c for _, c in values)[len(values) // 2]}  # fmt: skip
+        out[name] = {"calls_per_s": statistics.median(rate for rate, _ in values),
+                     "cpu_ms_per_call": statistics.median(cpu for _, cpu in values)}  # fmt: skip
     return out
 
 

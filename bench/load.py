@@ -15,14 +15,9 @@ import time
 
 import aiohttp
 import uvloop
+from bench_interceptor import MESSAGES  # this script's folder is on sys.path
 
-BODY = json.dumps({
-    "model": "gpt-4o-mini", "max_tokens": 64,
-    "messages": [
-        {"role": "system", "content": "You are a careful agent in a text game."},
-        {"role": "user", "content": "Look around the room and tell me what you see, briefly."},
-    ],
-}).encode()  # fmt: skip
+BODY = json.dumps({"model": "gpt-4o-mini", "max_tokens": 64, "messages": MESSAGES}).encode()
 HEADERS = {"content-type": "application/json"}
 
 
