@@ -49,10 +49,12 @@ def queue_waiting() -> int | None:
     return declared.message_count
 
 
-def job_dispatch(job_id: str) -> bool:
+def job_dispatch(job_id: str, *, passed: bool = False) -> bool:
     """Send the job's message to the back of the queue: a runner (jobs/worker/runner.py) works
-    a slice of it. False when the broker could not be reached (Celery beat hands it out)."""
-    return _send(JOB_RUN_TASK, job_id, unsent="it will be handed out later")
+    a slice of it (`passed`: a hand a busy worker sent on). False when the broker could not be
+    reached (Celery beat hands it out)."""
+    options = {"kwargs": {"passed": True}} if passed else {}
+    return _send(JOB_RUN_TASK, job_id, unsent="it will be handed out later", **options)
 
 
 def job_traces_zip_dispatch(job_id: str) -> bool:

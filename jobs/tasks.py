@@ -20,10 +20,10 @@ log = logging.getLogger(__name__)
 
 
 @app.task(name=JOB_RUN_TASK)
-def job_run(job_id: str, **_: object) -> None:
+def job_run(job_id: str, passed: bool = False, **_: object) -> None:
     """Work a slice of the job: its rollouts and judgements (jobs/worker/runner.py). Safe to
     deliver twice: work is claimed atomically, so a second runner shares it."""
-    runner.job_run(job_id=job_id)
+    runner.job_run(job_id=job_id, passed=passed)
 
 
 @app.task(name=JOBS_REDISPATCH_TASK)

@@ -1,14 +1,56 @@
 """The runners working in this worker process, by job (`jobs.worker.runner`): a hand (the
 job's message) reaching a process that runs the job joins the runner there rather than
-starting a second one beside it."""
+starting a second one beside it, while that runner keeps up with what it holds.
+
+Whether it keeps up is how late its event loop wakes (`LoopLag`): a runner whose process has
+CPU to spare (its rollouts wait on the task app) takes more slots; one whose loop is late
+holds all it can turn over already, and more slots would only wait in its loop while other
+workers sit idle, so the hand goes back to the queue for another worker."""
 
 from __future__ import annotations
 
+import asyncio
+import enum
+import statistics
 import threading
+from collections import deque
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from jobs.worker.runner import JobRunner
+
+# How often the loop's lateness is sampled, over how many samples (a second).
+LAG_EVERY_S = 0.05
+LAG_SAMPLES = 20
+# A loop late by more than this (the median of the last second) keeps up no more.
+LAG_MOST_S = 0.01
+
+
+class LoopLag:
+    """How late a runner's event loop wakes from a timer: near 0 while the process keeps up,
+    growing with the callbacks queued ahead of it when its CPU is the bound."""
+
+    def __init__(self) -> None:
+        self._late: deque[float] = deque([0.0], maxlen=LAG_SAMPLES)
+
+    async def watch(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            asleep = loop.time()
+            await asyncio.sleep(LAG_EVERY_S)
+            self._late.append(max(0.0, loop.time() - asleep - LAG_EVERY_S))
+
+    def late_s(self) -> float:
+        """The median lateness over the last second (read from any thread)."""
+        return statistics.median(list(self._late))
+
+
+class Hand(enum.Enum):
+    """What became of a hand (the job's message) reaching this process."""
+
+    JOINED = "joined"  # the job's runner here took more slots
+    BUSY = "busy"  # the job's runner here keeps up no more: another worker should lend it
+    ABSENT = "absent"  # no runner here works the job (or may take a hand now): start one
 
 
 class Here:
@@ -28,18 +70,19 @@ class Here:
             if self._runners.get(runner.job_id) is runner:
                 del self._runners[runner.job_id]
 
-    def join(self, job_id: str) -> bool:
+    def join(self, job_id: str) -> Hand:
         """Whether a runner of the job here took the hand: one still claiming (not handing
-        the job over nor draining), whose loop runs."""
+        the job over nor draining), whose loop runs and keeps up."""
         with self._lock:
             runner = self._runners.get(job_id)
             if runner is None or not runner.claiming:
-                return False
+                return Hand.ABSENT
+            busy = runner.lag.late_s() > LAG_MOST_S
             try:
-                runner.loop.call_soon_threadsafe(runner.hand_joined)
+                runner.loop.call_soon_threadsafe(runner.hand_passed if busy else runner.hand_joined)
             except RuntimeError:  # its loop closed meanwhile
-                return False
-            return True
+                return Hand.ABSENT
+            return Hand.BUSY if busy else Hand.JOINED
 
 
 HERE = Here()

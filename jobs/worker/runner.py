@@ -12,7 +12,8 @@ the job's id (jobs/dispatch.py). The runner a message starts:
    (`jobs.worker.here`): its slots grow by EVALHUB_RUNNER_MAX_INFLIGHT (it asks for a
    hand again once they fill), where a second runner would have been a second event loop and
    database thread fighting the first for the process's one interpreter lock, each claiming
-   in smaller batches;
+   in smaller batches. Only while its event loop keeps up: a runner whose process is the
+   bound sends the hand back to the queue, once, for another worker, and asks again later;
 3. renews its leases and looks at the job's status (a cancel aborts what it runs);
 4. once EVALHUB_RUNNER_SLICE_S has passed and it has finished as much work as it has held at
    once (a turn of its slots, so long rollouts make long slices and short drains), and other
@@ -50,7 +51,7 @@ from jobs import leases, services
 from jobs.dispatch import job_dispatch, job_trace_members_dispatch, queue_waiting
 from jobs.models import EvalJob, JobStatus
 from jobs.verifier.judgements import judgements_claimable_at
-from jobs.worker.here import HERE
+from jobs.worker.here import HERE, Hand, LoopLag
 from jobs.worker.judging import JudgeSource
 from jobs.worker.rollouts import RolloutSource
 from traces.results import totals
@@ -66,17 +67,23 @@ log = logging.getLogger(__name__)
 POLL_S = 0.5
 # How soon a runner whose hand-over the broker did not take tries again (it works on meanwhile).
 UNSENT_RETRY_S = 2.0
+# How soon a runner that could not keep up with a hand asks for one again.
+HAND_AGAIN_S = 2.0
 # The shortest time between two requests for the zip's members of a running job.
 MEMBERS_MIN_EVERY_S = 1.0
 
 
-def job_run(*, job_id: str) -> None:
+def job_run(*, job_id: str, passed: bool = False) -> None:
     """Entry point of the Celery task: one slice of work on the job (counted by the worker's
     watchdog, which lets a worker that lost its consumer drain its runners), in an event loop
     of uvloop's where it is installed: asyncio's own loop and transports, in Python, were a
-    sixth of a busy worker's CPU (docs/performance.md)."""
+    sixth of a busy worker's CPU (docs/performance.md). A hand the job's runner here could
+    not take goes back to the queue unless it was `passed` there already."""
     with DRAIN.runner():
-        if HERE.join(job_id):
+        hand = HERE.join(job_id)
+        if hand is Hand.BUSY and not passed:
+            job_dispatch(job_id, passed=True)
+        if hand is not Hand.ABSENT:
             return
         with asyncio.Runner(loop_factory=_loop_factory) as runner:
             runner.run(JobRunner(job_id=job_id).run())
@@ -127,8 +134,9 @@ class JobRunner:
         # leaves the job to those that hold work (they send its message again).
         self.started = self.finished = self.held_most = 0
         # Whether a hand is asked for when a claim fills the slots and the job has more.
-        self.ask_hand = True
-        self.claiming = False  # hands may join (`jobs.worker.here`)
+        self.ask_hand, self.hand_due = True, 0.0
+        self.claiming = False  # hands may join (`jobs.worker.here`) while the loop keeps up
+        self.lag = LoopLag()
 
     async def db(self, fn, /, **kwargs: Any) -> Any:
         return await self._in(self._db_thread, functools.partial(fn, **kwargs))
@@ -158,12 +166,14 @@ class JobRunner:
                 for source in self.sources:
                     if not await source.open(stack):
                         return
+                lag = asyncio.create_task(self.lag.watch())
                 HERE.add(self)
                 try:
                     await self._work()
                 finally:
                     self.claiming = False
                     HERE.remove(self)
+                    lag.cancel()
                     # However the work ended (a crash included), nothing it started outlives
                     # it: a rollout must not meet its client closed under it and write that
                     # as the task app's failure. What it held is taken over when its lease ends.
@@ -211,8 +221,7 @@ class JobRunner:
             self.claiming = not (handed_over or draining)
             if not handed_over and self._claim_due(now - last_claim):
                 last_claim = now
-                # A hand joining while this claim runs asks for the next claim (`hand_joined`).
-                ask_hand, self.ask_hand = self.ask_hand, False
+                ask_hand = self._hand_ask(now)
                 if await self._claim() and ask_hand:
                     await self.db(job_dispatch, job_id=self.job_id)  # a hand from another worker
             if not self.in_flight:
@@ -243,6 +252,18 @@ class JobRunner:
         self.ask_hand = True
         self.starved = False
         self._changed.set()
+
+    def _hand_ask(self, now: float) -> bool:
+        """Whether the claim about to run asks for a hand when it fills the slots (taken now: a
+        hand joining while the claim runs asks for the next claim, `hand_joined`)."""
+        ask = self.ask_hand and now >= self.hand_due
+        self.ask_hand = self.ask_hand and not ask
+        return ask
+
+    def hand_passed(self) -> None:
+        """A hand reached this process while its loop was late (`jobs.worker.here`): it went
+        back to the queue; another is asked for in HAND_AGAIN_S, when a claim fills."""
+        self.ask_hand, self.hand_due = True, time.monotonic() + HAND_AGAIN_S
 
     def _claim_due(self, since_claim: float) -> bool:
         """A batch (an eighth) of the runner's slots is free, or POLL_S went by with any slot

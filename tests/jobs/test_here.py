@@ -1,0 +1,65 @@
+"""A hand reaching a worker process that runs the job (`jobs.worker.here`): taken by the runner
+there while its event loop keeps up, sent back to the queue when the loop is late."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+from jobs.worker.here import LAG_MOST_S, Hand, Here, LoopLag
+
+
+def test_the_loop_lag_is_near_zero_while_the_loop_keeps_up_and_grows_when_it_is_blocked():
+    async def measure(block_s: float) -> float:
+        lag = LoopLag()
+        watch = asyncio.create_task(lag.watch())
+        deadline = time.monotonic() + 1.2
+        while time.monotonic() < deadline:
+            time.sleep(block_s)  # the work a saturated runner's loop runs between timers
+            await asyncio.sleep(0.001)
+        watch.cancel()
+        return lag.late_s()
+
+    assert asyncio.run(measure(0.0)) < LAG_MOST_S / 2
+    assert asyncio.run(measure(0.04)) > LAG_MOST_S
+
+
+class _Runner:
+    """What `Here` reads of a runner: its job, whether it claims, its loop and its lag; and
+    what it calls on it (on that loop)."""
+
+    def __init__(self, job_id: str, loop: asyncio.AbstractEventLoop, late_s: float):
+        self.job_id, self.loop, self.claiming = job_id, loop, True
+        self.lag = LoopLag()
+        self.lag._late.extend([late_s] * 20)
+        self.calls: list[str] = []
+
+    def hand_joined(self) -> None:
+        self.calls.append("joined")
+
+    def hand_passed(self) -> None:
+        self.calls.append("passed")
+
+
+def test_a_hand_joins_a_runner_that_keeps_up_and_is_passed_on_by_one_whose_loop_is_late():
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        here = Here()
+        keeping_up = _Runner("eval-a", loop, late_s=0.001)
+        late = _Runner("eval-b", loop, late_s=0.05)
+        here.add(keeping_up)
+        here.add(late)
+        assert here.join("eval-a") is Hand.JOINED
+        assert here.join("eval-b") is Hand.BUSY
+        assert here.join("eval-c") is Hand.ABSENT
+        late.claiming = False  # handing the job over or draining: a new runner may start
+        assert here.join("eval-b") is Hand.ABSENT
+        asyncio.run_coroutine_threadsafe(asyncio.sleep(0), loop).result(timeout=5)
+        assert keeping_up.calls == ["joined"] and late.calls == ["passed"]
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=5)
+        loop.close()
