@@ -44,6 +44,10 @@ class LoopLag:
         """The median lateness over the last second (read from any thread)."""
         return statistics.median(list(self._late))
 
+    def keeps_up(self) -> bool:
+        """Whether the loop has CPU to spare: more work would not wait in it."""
+        return self.late_s() <= LAG_MOST_S
+
 
 class Hand(enum.Enum):
     """What became of a hand (the job's message) reaching this process."""
@@ -77,7 +81,7 @@ class Here:
             runner = self._runners.get(job_id)
             if runner is None or not runner.claiming:
                 return Hand.ABSENT
-            busy = runner.lag.late_s() > LAG_MOST_S
+            busy = not runner.lag.keeps_up()
             try:
                 runner.loop.call_soon_threadsafe(runner.hand_passed if busy else runner.hand_joined)
             except RuntimeError:  # its loop closed meanwhile

@@ -208,7 +208,7 @@ class JobRunner:
                     return
             if now >= members_at:
                 members_at = now + members_every
-                await self.db(job_trace_members_dispatch, job_id=self.job_id)
+                await self._members_ask()
             if DRAIN.stopping.is_set() and not draining:
                 # The worker lost its consumer (evalhub.celery): this slice ends now.
                 draining, slice_end = True, now
@@ -244,6 +244,14 @@ class JobRunner:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(POLL_S):
                     await self._changed.wait()
+
+    async def _members_ask(self) -> None:
+        """Have a worker build the zip members of the seeds that ended lately, while this
+        runner keeps up (`jobs.worker.here.LoopLag`): a late loop has no CPU to spare, and a
+        build in its process would take it from the rollouts (the job's wall time grew by a
+        quarter); the zip builds the members it lacks as the job ends."""
+        if self.lag.keeps_up():
+            await self.db(job_trace_members_dispatch, job_id=self.job_id)
 
     def hand_joined(self) -> None:
         """A message for this job reached this process (`jobs.worker.here`): more slots,

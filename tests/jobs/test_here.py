@@ -1,5 +1,6 @@
 """A hand reaching a worker process that runs the job (`jobs.worker.here`): taken by the runner
-there while its event loop keeps up, sent back to the queue when the loop is late."""
+there while its event loop keeps up, sent back to the queue when the loop is late. Likewise
+the zip members of a running job: asked for only by a runner that keeps up."""
 
 from __future__ import annotations
 
@@ -7,7 +8,11 @@ import asyncio
 import threading
 import time
 
+from celery.signals import before_task_publish
+
+from jobs.dispatch import TRACES_MEMBERS_TASK
 from jobs.worker.here import LAG_MOST_S, Hand, Here, LoopLag
+from jobs.worker.runner import JobRunner
 
 
 def test_the_loop_lag_is_near_zero_while_the_loop_keeps_up_and_grows_when_it_is_blocked():
@@ -63,3 +68,28 @@ def test_a_hand_joins_a_runner_that_keeps_up_and_is_passed_on_by_one_whose_loop_
         loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout=5)
         loop.close()
+
+
+def test_a_runner_asks_for_zip_members_only_while_its_loop_keeps_up():
+    sent: list[str] = []
+
+    def published(sender=None, **_) -> None:
+        sent.append(sender)
+
+    async def ask(late_s: float) -> None:
+        runner = JobRunner(job_id="eval-members")
+        runner.lag._late.extend([late_s] * 20)
+        try:
+            await runner._members_ask()
+        finally:
+            runner._db_thread.shutdown()
+            runner._results_thread.shutdown()
+
+    before_task_publish.connect(published)
+    try:
+        asyncio.run(ask(late_s=0.05))  # saturated: the build would take the rollouts' CPU
+        assert sent == []
+        asyncio.run(ask(late_s=0.001))
+        assert sent == [TRACES_MEMBERS_TASK]
+    finally:
+        before_task_publish.disconnect(published)

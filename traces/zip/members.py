@@ -11,7 +11,9 @@ served only when nothing it was made of has changed.
 
 While a job runs, its runners send `traces.job_members_build` every `EVALHUB_TRACES_ZIP_AFTER_S`
 seconds (`jobs.dispatch`), which builds the members of the seeds that ended before then, so the
-zip of a job that just ended is assembled, not built.
+zip of a job that just ended is assembled, not built. Only while they keep up: a runner whose
+worker has no CPU to spare sends none (the build would slow its rollouts), and the zip builds
+what is missing as the job ends.
 """
 
 from __future__ import annotations
