@@ -8,15 +8,22 @@ from __future__ import annotations
 
 import logging
 
+from celery.signals import worker_init
 from django.conf import settings
 
 from evalhub import heartbeats
 from evalhub.celery import app
 from jobs import services
 from jobs.dispatch import JOB_RUN_TASK, JOBS_REDISPATCH_TASK, job_dispatch
-from jobs.worker import runner
+from jobs.worker import clients, runner
 
 log = logging.getLogger(__name__)
+
+
+@worker_init.connect
+def worker_warm(**_: object) -> None:
+    """As a worker starts: what its first runner would build (`jobs.worker.clients.warm`)."""
+    clients.warm()
 
 
 @app.task(name=JOB_RUN_TASK)
