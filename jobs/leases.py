@@ -12,8 +12,8 @@ from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import DateTimeField, F, Min, Q, Value
+from django.db import connection, transaction
+from django.db.models import Count, DateTimeField, F, Min, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -66,9 +66,10 @@ def seed_run_claim(*, job_id: str, worker: str, limit: int, lease_s: float) -> C
     `max_concurrent` held under live leases over all workers. Claimable: pending seeds whose
     backoff is over, and running seeds whose lease expired (their worker is gone)."""
     with transaction.atomic():
-        ids, more = _claimed_ids(job_id=job_id, worker=worker, limit=limit, lease_s=lease_s)
-        seed_runs = SeedRun.objects.filter(pk__in=ids, lease_owner=worker).order_by("id")
-        return Claim(list(seed_runs) if ids else [], more)
+        claimed, maybe = _claimed(job_id=job_id, worker=worker, limit=limit, lease_s=lease_s)
+        seed_runs = SeedRun.objects.filter(pk__in=[c.id for c in claimed]).order_by("id")
+        seed_runs = list(seed_runs) if claimed else []
+    return Claim(seed_runs, maybe and _pending_now(job_id=job_id))
 
 
 class Claimed(NamedTuple):
@@ -97,26 +98,24 @@ def rollouts_claim(
     (the runner's, one round of statements for both); `token_hashes` holds at least `limit`
     fresh hashes, the first of them given to the attempts in order."""
     with transaction.atomic():
-        ids, more = _claimed_ids(
+        claimed, maybe = _claimed(
             job_id=job_id, worker=worker, limit=limit, lease_s=lease_s, attempt=True
         )
-        if not ids:
-            return RolloutClaim([], more)
-        claimed = [
-            Claimed(*row)
-            for row in SeedRun.objects.filter(pk__in=ids, lease_owner=worker)
-            .order_by("id")
-            .values_list(*Claimed._fields)
-        ]
-        attempts = attempts_create(claimed, token_hashes, worker=worker)
-        return RolloutClaim(list(zip(claimed, attempts, strict=True)), more)
+        attempts = attempts_create(claimed, token_hashes, worker=worker) if claimed else []
+    more = maybe and _pending_now(job_id=job_id)
+    return RolloutClaim(list(zip(claimed, attempts, strict=True)), more)
 
 
-def _claimed_ids(
+def _claimed(
     *, job_id: str, worker: str, limit: int, lease_s: float, attempt: bool = False
-) -> tuple[list[int], bool]:
-    """The claim of `seed_run_claim` (in its transaction): the ids claimed (their `attempts`
-    counted on with `attempt`), and whether the job had more."""
+) -> tuple[list[Claimed], bool]:
+    """The claim of `seed_run_claim` (in its transaction): the seed runs claimed, in id order
+    (their `attempts` counted on with `attempt`), and whether the job may have more: it had
+    more free slots than `limit` and the claim took all it asked for (`_pending_now` tells,
+    after the transaction). Every claim of the job waits for the job row's lock, so it is held
+    for three statements (the lock, the running seeds counted, one UPDATE that picks, claims
+    and returns) and the attempts' INSERT: a worker held to a tenth of a CPU held it across
+    seven, for hundreds of milliseconds, while the other workers' claims queued behind it."""
     if limit <= 0:
         return [], False
     now = timezone.now()
@@ -129,36 +128,58 @@ def _claimed_ids(
     if job is None or job["status"] != JobStatus.RUNNING:
         return [], False
     seeds = SeedRun.objects.filter(job_id=job_id)
-    live = seeds.filter(status=SeedStatus.RUNNING, lease_expires_at__gt=now).count()
-    free = job["max_concurrent"] - live
+    running = seeds.filter(status=SeedStatus.RUNNING).aggregate(
+        live=Count("pk", filter=Q(lease_expires_at__gt=now)),
+        expired=Count("pk", filter=Q(lease_expires_at__lte=now)),
+    )
+    free = job["max_concurrent"] - running["live"]
     slots = min(limit, free)
     if slots <= 0:
         return [], False
-    ids = _expired_take(seeds=seeds, slots=slots, now=now)
-    # One more than the slots: is there more to claim than this claim may take?
-    ids += list(
-        seeds.filter(status=SeedStatus.PENDING)
-        .filter(Q(not_before__isnull=True) | Q(not_before__lte=now))
-        .order_by("id")
-        .values_list("id", flat=True)[: slots + 1 - len(ids)]
-    )
-    more = len(ids) > slots and free > slots
-    ids = ids[:slots]
-    if not ids:
-        return [], more
-    claimed = SeedRun.objects.filter(pk__in=ids).filter(
-        Q(status=SeedStatus.PENDING) | Q(status=SeedStatus.RUNNING, lease_expires_at__lte=now)
-    )
-    counted = {"attempts": F("attempts") + 1} if attempt else {}
-    claimed.update(
-        status=SeedStatus.RUNNING,
-        lease_owner=worker,
-        lease_expires_at=now + timedelta(seconds=lease_s),
-        not_before=None,
-        started_at=Coalesce(F("started_at"), Value(now, output_field=DateTimeField())),
-        **counted,
-    )
-    return ids, more
+    expired = _expired_take(seeds=seeds, slots=slots, now=now) if running["expired"] else []
+    claimed = _claim_update(job_id=job_id, worker=worker, expired=expired, pending=slots - len(expired),
+                            until=now + timedelta(seconds=lease_s), now=now, attempt=attempt)  # fmt: skip
+    return claimed, len(claimed) >= slots and free > slots
+
+
+def _claim_update(
+    *, job_id: str, worker: str, expired: list[int], pending: int, until, now, attempt: bool
+) -> list[Claimed]:
+    """Claim the `expired` seed runs and the first `pending` pending ones whose backoff is
+    over, in one statement that returns what the rollouts need of them."""
+    ids = ", ".join(["%s"] * len(expired))
+    taken = f"{_c['id']} IN ({ids}) OR " if expired else ""
+    at = connection.ops.adapt_datetimefield_value
+    with connection.cursor() as cursor:
+        cursor.execute(_CLAIM_SQL.format(taken=taken), [
+            SeedStatus.RUNNING, worker, at(until), at(now), int(attempt), *expired, job_id,
+            SeedStatus.PENDING, at(now), pending, SeedStatus.PENDING, at(now),
+            SeedStatus.RUNNING, at(now)])  # fmt: skip
+        return sorted(Claimed(*row) for row in cursor.fetchall())
+
+
+def _pending_now(*, job_id: str) -> bool:
+    """Whether the job has a pending seed whose backoff is over: more for another runner."""
+    now = timezone.now()
+    waiting = Q(not_before__isnull=True) | Q(not_before__lte=now)
+    return SeedRun.objects.filter(waiting, job_id=job_id, status=SeedStatus.PENDING).exists()
+
+
+_c = {f.name: connection.ops.quote_name(f.column) for f in SeedRun._meta.concrete_fields}
+_CLAIM_SQL = (
+    f"UPDATE {connection.ops.quote_name(SeedRun._meta.db_table)} SET {_c['status']} = %s,"
+    f" {_c['lease_owner']} = %s, {_c['lease_expires_at']} = %s, {_c['not_before']} = NULL,"
+    f" {_c['started_at']} = COALESCE({_c['started_at']}, %s),"
+    f" {_c['attempts']} = {_c['attempts']} + %s"
+    f" WHERE ({{taken}}{_c['id']} IN (SELECT {_c['id']}"
+    f" FROM {connection.ops.quote_name(SeedRun._meta.db_table)} WHERE {_c['job']} = %s"
+    f" AND {_c['status']} = %s AND ({_c['not_before']} IS NULL OR {_c['not_before']} <= %s)"
+    f" ORDER BY {_c['id']} LIMIT %s))"
+    # What was claimable still is: pending, or running with its lease expired.
+    f" AND ({_c['status']} = %s AND ({_c['not_before']} IS NULL OR {_c['not_before']} <= %s)"
+    f" OR {_c['status']} = %s AND {_c['lease_expires_at']} <= %s)"
+    f" RETURNING {', '.join(_c[name] for name in Claimed._fields)}"
+)
 
 
 def rollouts_claimable_at(*, job_id: str, now: datetime) -> datetime | None:
