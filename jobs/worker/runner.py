@@ -221,9 +221,7 @@ class JobRunner:
             self.claiming = not (handed_over or draining)
             if not handed_over and self._claim_due(now - last_claim):
                 last_claim = now
-                ask_hand = self._hand_ask(now)
-                if await self._claim() and ask_hand:
-                    await self.db(job_dispatch, job_id=self.job_id)  # a hand from another worker
+                await self._claim_asking(now)
             if not self.in_flight:
                 if handed_over:
                     # Drained. What it gave back (a retry) goes to the queue if nobody holds
@@ -262,12 +260,18 @@ class JobRunner:
         self.starved = False
         self._changed.set()
 
-    def _hand_ask(self, now: float) -> bool:
-        """Whether the claim about to run asks for a hand when it fills the slots (taken now: a
-        hand joining while the claim runs asks for the next claim, `hand_joined`)."""
+    async def _claim_asking(self, now: float) -> None:
+        """Claim, and ask another worker for a hand when the claim filled the slots and the job
+        has more (the request is taken as the claim starts: a hand joining meanwhile asks for
+        the next one, `hand_joined`). A claim that found nothing for another worker (the job's
+        `max_concurrent` held by others) keeps the request for the next claim: spent there,
+        a runner whose slots grew by hands never asked again once others' leases ended."""
         ask = self.ask_hand and now >= self.hand_due
         self.ask_hand = self.ask_hand and not ask
-        return ask
+        if await self._claim() and ask:
+            await self.db(job_dispatch, job_id=self.job_id)  # a hand from another worker
+        elif ask:
+            self.ask_hand = True
 
     def hand_passed(self) -> None:
         """A hand reached this process while its loop was late (`jobs.worker.here`): it went

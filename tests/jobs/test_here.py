@@ -10,7 +10,7 @@ import time
 
 from celery.signals import before_task_publish
 
-from jobs.dispatch import TRACES_MEMBERS_TASK
+from jobs.dispatch import JOB_RUN_TASK, TRACES_MEMBERS_TASK
 from jobs.worker.here import LAG_MOST_S, Hand, Here, LoopLag
 from jobs.worker.runner import JobRunner
 
@@ -91,5 +91,43 @@ def test_a_runner_asks_for_zip_members_only_while_its_loop_keeps_up():
         assert sent == []
         asyncio.run(ask(late_s=0.001))
         assert sent == [TRACES_MEMBERS_TASK]
+    finally:
+        before_task_publish.disconnect(published)
+
+
+def test_a_request_for_a_hand_outlasts_claims_that_find_nothing_for_another_worker():
+    """A runner asks for a hand when a claim fills its slots and the job has more. A claim
+    that finds the job's `max_concurrent` held by other runners (nothing for a hand) keeps the
+    request: the next claim that finds more sends it, once."""
+    sent: list[str] = []
+
+    def published(sender=None, **_) -> None:
+        sent.append(sender)
+
+    class Scripted(JobRunner):
+        """The claims' answers (whether the job had more) given in turn."""
+
+        answers = [False, False, True, True]
+
+        async def _claim(self) -> bool:
+            return self.answers.pop(0)
+
+    async def claims() -> None:
+        runner = Scripted(job_id="eval-hands")
+        try:
+            for _ in range(2):
+                await runner._claim_asking(time.monotonic())
+            assert sent == [] and runner.ask_hand  # nothing more: still asking
+            await runner._claim_asking(time.monotonic())
+            assert sent == [JOB_RUN_TASK] and not runner.ask_hand
+            await runner._claim_asking(time.monotonic())
+            assert sent == [JOB_RUN_TASK]  # asked once, until a hand joins
+        finally:
+            runner._db_thread.shutdown()
+            runner._results_thread.shutdown()
+
+    before_task_publish.connect(published)
+    try:
+        asyncio.run(claims())
     finally:
         before_task_publish.disconnect(published)
