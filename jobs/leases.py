@@ -54,11 +54,11 @@ class SeedResult:
 
 @dataclass(frozen=True)
 class Claim:
-    """The seed runs a claim got, and whether the job had more to claim now than the claim's
-    `limit` let it take (another runner could lend a hand)."""
+    """The seed runs a claim got, and how many more the job had to claim now than the claim's
+    `limit` let it take (0: none; other runners could lend a hand)."""
 
     seed_runs: list[SeedRun]
-    more: bool = False
+    more: int = 0
 
 
 def seed_run_claim(*, job_id: str, worker: str, limit: int, lease_s: float) -> Claim:
@@ -66,10 +66,10 @@ def seed_run_claim(*, job_id: str, worker: str, limit: int, lease_s: float) -> C
     `max_concurrent` held under live leases over all workers. Claimable: pending seeds whose
     backoff is over, and running seeds whose lease expired (their worker is gone)."""
     with transaction.atomic():
-        claimed, maybe = _claimed(job_id=job_id, worker=worker, limit=limit, lease_s=lease_s)
+        claimed, room = _claimed(job_id=job_id, worker=worker, limit=limit, lease_s=lease_s)
         seed_runs = SeedRun.objects.filter(pk__in=[c.id for c in claimed]).order_by("id")
         seed_runs = list(seed_runs) if claimed else []
-    return Claim(seed_runs, maybe and _pending_now(job_id=job_id))
+    return Claim(seed_runs, _pending_up_to(job_id=job_id, most=room))
 
 
 class Claimed(NamedTuple):
@@ -88,7 +88,7 @@ class RolloutClaim:
     """`Claim` of `rollouts_claim`: each seed run claimed with its attempt started."""
 
     rollouts: list[tuple[Claimed, Started]]
-    more: bool = False
+    more: int = 0
 
 
 def rollouts_claim(
@@ -98,26 +98,26 @@ def rollouts_claim(
     (the runner's, one round of statements for both); `token_hashes` holds at least `limit`
     fresh hashes, the first of them given to the attempts in order."""
     with transaction.atomic():
-        claimed, maybe = _claimed(
+        claimed, room = _claimed(
             job_id=job_id, worker=worker, limit=limit, lease_s=lease_s, attempt=True
         )
         attempts = attempts_create(claimed, token_hashes, worker=worker) if claimed else []
-    more = maybe and _pending_now(job_id=job_id)
+    more = _pending_up_to(job_id=job_id, most=room)
     return RolloutClaim(list(zip(claimed, attempts, strict=True)), more)
 
 
 def _claimed(
     *, job_id: str, worker: str, limit: int, lease_s: float, attempt: bool = False
-) -> tuple[list[Claimed], bool]:
+) -> tuple[list[Claimed], int]:
     """The claim of `seed_run_claim` (in its transaction): the seed runs claimed, in id order
-    (their `attempts` counted on with `attempt`), and whether the job may have more: it had
-    more free slots than `limit` and the claim took all it asked for (`_pending_now` tells,
-    after the transaction). Every claim of the job waits for the job row's lock, so it is held
+    (their `attempts` counted on with `attempt`), and the job's free slots left for other
+    runners when the claim took all it asked for (0 otherwise): `_pending_up_to` tells, after
+    the transaction, how many of them another runner could fill now. Every claim of the job waits for the job row's lock, so it is held
     for three statements (the lock, the running seeds counted, one UPDATE that picks, claims
     and returns) and the attempts' INSERT: a worker held to a tenth of a CPU held it across
     seven, for hundreds of milliseconds, while the other workers' claims queued behind it."""
     if limit <= 0:
-        return [], False
+        return [], 0
     now = timezone.now()
     # The job row lock serializes claims on one job across workers (PostgreSQL); SQLite
     # takes its write lock when the transaction begins (transaction_mode IMMEDIATE).
@@ -126,7 +126,7 @@ def _claimed(
     locked = EvalJob.objects.select_for_update(no_key=True).filter(pk=job_id)
     job = locked.values("status", "max_concurrent").first()
     if job is None or job["status"] != JobStatus.RUNNING:
-        return [], False
+        return [], 0
     seeds = SeedRun.objects.filter(job_id=job_id)
     running = seeds.filter(status=SeedStatus.RUNNING).aggregate(
         live=Count("pk", filter=Q(lease_expires_at__gt=now)),
@@ -135,11 +135,11 @@ def _claimed(
     free = job["max_concurrent"] - running["live"]
     slots = min(limit, free)
     if slots <= 0:
-        return [], False
+        return [], 0
     expired = _expired_take(seeds=seeds, slots=slots, now=now) if running["expired"] else []
     claimed = _claim_update(job_id=job_id, worker=worker, expired=expired, pending=slots - len(expired),
                             until=now + timedelta(seconds=lease_s), now=now, attempt=attempt)  # fmt: skip
-    return claimed, len(claimed) >= slots and free > slots
+    return claimed, free - slots if len(claimed) >= slots else 0
 
 
 def _claim_update(
@@ -158,11 +158,11 @@ def _claim_update(
         return sorted(Claimed(*row) for row in cursor.fetchall())
 
 
-def _pending_now(*, job_id: str) -> bool:
-    """Whether the job has a pending seed whose backoff is over: more for another runner."""
-    now = timezone.now()
-    waiting = Q(not_before__isnull=True) | Q(not_before__lte=now)
-    return SeedRun.objects.filter(waiting, job_id=job_id, status=SeedStatus.PENDING).exists()
+def _pending_up_to(*, job_id: str, most: int) -> int:
+    """The job's pending seeds whose backoff is over, up to `most`: more for other runners."""
+    waiting = Q(not_before__isnull=True) | Q(not_before__lte=timezone.now())
+    pending = SeedRun.objects.filter(waiting, job_id=job_id, status=SeedStatus.PENDING)
+    return pending.values("id")[:most].count() if most > 0 else 0
 
 
 _c = {f.name: connection.ops.quote_name(f.column) for f in SeedRun._meta.concrete_fields}

@@ -5,7 +5,10 @@ starting a second one beside it, while that runner keeps up with what it holds.
 Whether it keeps up is how late its event loop wakes (`LoopLag`): a runner whose process has
 CPU to spare (its rollouts wait on the task app) takes more slots; one whose loop is late
 holds all it can turn over already, and more slots would only wait in its loop while other
-workers sit idle, so the hand goes back to the queue for another worker."""
+workers sit idle, so the hand goes back to the queue for another worker.
+
+How many hands a runner asks for (`hands_ask`): as many as the seeds left could keep busy, no
+more than the other live workers (by their heartbeats)."""
 
 from __future__ import annotations
 
@@ -15,6 +18,11 @@ import statistics
 import threading
 from collections import deque
 from typing import TYPE_CHECKING
+
+from django.conf import settings
+
+from evalhub import heartbeats
+from jobs.dispatch import job_dispatch
 
 if TYPE_CHECKING:
     from jobs.worker.runner import JobRunner
@@ -90,3 +98,18 @@ class Here:
 
 
 HERE = Here()
+
+
+def hands_ask(*, job_id: str, more: int) -> None:
+    """Send the job's message once for each hand its `more` seeds could keep busy (a runner's
+    EVALHUB_RUNNER_MAX_INFLIGHT each), but for no more than the other live workers: idle ones
+    start on the job together. Asked one at a time, each new runner asking for the next once
+    its first claim filled, the fourth of four capped workers started 6 s into a 17 s job."""
+    try:
+        others = len(heartbeats.live_workers()) - 1
+    except Exception:  # the broker is down: the one message below says so  # noqa: BLE001
+        others = 1
+    wanted = -(-more // settings.EVALHUB_RUNNER_MAX_INFLIGHT)
+    for _ in range(max(1, min(wanted, others))):
+        if not job_dispatch(job_id):
+            return

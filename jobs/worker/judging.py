@@ -56,17 +56,17 @@ class JudgeSource:
             self.client = await stack.enter_async_context(client)
         return True
 
-    async def claim(self, limit: int) -> tuple[list[tuple[int, Coroutine]], bool]:
+    async def claim(self, limit: int) -> tuple[list[tuple[int, Coroutine]], int]:
         limit = min(limit, self.concurrency)
         if limit <= 0:
-            return [], False
+            return [], 0
         fresh = [tokens.token_new() for _ in range(limit)]
         claimed = await self.runner.db(
             judgements.judge_claim, job_id=self.job.id, worker=self.runner.worker, limit=limit,
             lease_s=self.runner.lease_s, concurrency=self.config.concurrency,
             tokens=[(t, tokens.token_hash(t)) for t in fresh],
         )  # fmt: skip
-        return [(c.seed_run.id, self._judge(c)) for c in claimed], False
+        return [(c.seed_run.id, self._judge(c)) for c in claimed], 0
 
     async def renew(self, ids: list[int]) -> set[int]:
         if not ids:

@@ -106,8 +106,8 @@ class RolloutSource:
                 return False
         return True
 
-    async def claim(self, limit: int) -> tuple[list[tuple[int, Coroutine]], bool]:
-        """(seed run id, its rollout) for each seed claimed, and whether the job had more.
+    async def claim(self, limit: int) -> tuple[list[tuple[int, Coroutine]], int]:
+        """(seed run id, its rollout) for each seed claimed, and how many more the job had.
         Each claimed seed's attempt starts in the claim's transaction, with a fresh token."""
         fresh = [tokens.token_new() for _ in range(limit)]
         claim = await self.runner.db(

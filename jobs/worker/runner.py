@@ -6,8 +6,8 @@ the job's id (jobs/dispatch.py). The runner a message starts:
 1. claims from the job's sources, rollouts then judgements, whenever an eighth of its slots
    is free; it holds at most EVALHUB_RUNNER_MAX_INFLIGHT, and the claims hold the job's
    `max_concurrent` (and the judge's `concurrency`) over all workers;
-2. when its first claim filled it and the job has more to claim, sends one more message: an
-   idle worker lends a hand, so a big job spreads over the free workers. A message that
+2. when its first claim filled it and the job has more to claim, sends the job's message
+   again, once per hand the rest keeps busy (`jobs.worker.here.hands_ask`). A message that
    reaches a worker process already running the job joins the runner there
    (`jobs.worker.here`): its slots grow by EVALHUB_RUNNER_MAX_INFLIGHT (it asks for a
    hand again once they fill), where a second runner would have been a second event loop and
@@ -51,7 +51,7 @@ from jobs import leases, services
 from jobs.dispatch import job_dispatch, job_trace_members_dispatch, queue_waiting
 from jobs.models import EvalJob, JobStatus
 from jobs.verifier.judgements import judgements_claimable_at
-from jobs.worker.here import HERE, Hand, LoopLag
+from jobs.worker.here import HERE, Hand, LoopLag, hands_ask
 from jobs.worker.judging import JudgeSource
 from jobs.worker.rollouts import RolloutSource
 from traces.results import totals
@@ -261,15 +261,15 @@ class JobRunner:
         self._changed.set()
 
     async def _claim_asking(self, now: float) -> None:
-        """Claim, and ask another worker for a hand when the claim filled the slots and the job
-        has more (the request is taken as the claim starts: a hand joining meanwhile asks for
-        the next one, `hand_joined`). A claim that found nothing for another worker (the job's
-        `max_concurrent` held by others) keeps the request for the next claim: spent there,
-        a runner whose slots grew by hands never asked again once others' leases ended."""
+        """Claim; ask other workers for hands (`hands_ask`) when the claim filled the slots and
+        the job has more (asked as the claim starts: a hand joining meanwhile asks for the next,
+        `hand_joined`). A claim that found nothing for another worker (`max_concurrent` held by
+        others) keeps the request: spent there, grown runners never asked again."""
         ask = self.ask_hand and now >= self.hand_due
         self.ask_hand = self.ask_hand and not ask
-        if await self._claim() and ask:
-            await self.db(job_dispatch, job_id=self.job_id)  # a hand from another worker
+        more = await self._claim()
+        if more and ask:
+            await self.db(hands_ask, job_id=self.job_id, more=more)
         elif ask:
             self.ask_hand = True
 
@@ -286,15 +286,15 @@ class JobRunner:
             return True
         return free > 0 and since_claim >= POLL_S
 
-    async def _claim(self) -> bool:
-        """Claim from every source in turn while slots are free; whether the job had more."""
+    async def _claim(self) -> int:
+        """Claim from every source in turn while slots are free; how many more the job had."""
         free = self.cap - len(self.in_flight)
-        more = False
+        more = 0
         for source in self.sources:
             if free <= 0:
                 break
             claimed, source_more = await source.claim(free)
-            more = more or source_more
+            more = max(more, int(source_more))
             for key, work in claimed:
                 self._start((source.name, key), work)
             free -= len(claimed)
