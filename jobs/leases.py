@@ -67,8 +67,8 @@ def seed_run_claim(*, job_id: str, worker: str, limit: int, lease_s: float) -> C
     backoff is over, and running seeds whose lease expired (their worker is gone)."""
     with transaction.atomic():
         claimed, room = _claimed(job_id=job_id, worker=worker, limit=limit, lease_s=lease_s)
-        seed_runs = SeedRun.objects.filter(pk__in=[c.id for c in claimed]).order_by("id")
-        seed_runs = list(seed_runs) if claimed else []
+        ids = [c.id for c in claimed]
+        seed_runs = list(SeedRun.objects.filter(pk__in=ids).order_by("id")) if ids else []
     return Claim(seed_runs, _pending_up_to(job_id=job_id, most=room))
 
 
@@ -111,11 +111,11 @@ def _claimed(
 ) -> tuple[list[Claimed], int]:
     """The claim of `seed_run_claim` (in its transaction): the seed runs claimed, in id order
     (their `attempts` counted on with `attempt`), and the job's free slots left for other
-    runners when the claim took all it asked for (0 otherwise): `_pending_up_to` tells, after
-    the transaction, how many of them another runner could fill now. Every claim of the job waits for the job row's lock, so it is held
-    for three statements (the lock, the running seeds counted, one UPDATE that picks, claims
-    and returns) and the attempts' INSERT: a worker held to a tenth of a CPU held it across
-    seven, for hundreds of milliseconds, while the other workers' claims queued behind it."""
+    runners when it took all it asked for, else 0 (`_pending_up_to` tells how many of them
+    another runner could fill now). Every claim of the job waits for the job row's lock, held
+    here for three statements (the lock, the running seeds counted, one UPDATE that picks,
+    claims and returns) and the attempts' INSERT: across seven, a worker held to a tenth of a
+    CPU held it for hundreds of milliseconds."""
     if limit <= 0:
         return [], 0
     now = timezone.now()
@@ -137,16 +137,17 @@ def _claimed(
     if slots <= 0:
         return [], 0
     expired = _expired_take(seeds=seeds, slots=slots, now=now) if running["expired"] else []
-    claimed = _claim_update(job_id=job_id, worker=worker, expired=expired, pending=slots - len(expired),
-                            until=now + timedelta(seconds=lease_s), now=now, attempt=attempt)  # fmt: skip
+    claimed = _claim_update(
+        job_id=job_id, worker=worker, expired=expired, pending=slots - len(expired),
+        until=now + timedelta(seconds=lease_s), now=now, attempt=attempt,
+    )  # fmt: skip
     return claimed, free - slots if len(claimed) >= slots else 0
 
 
 def _claim_update(
     *, job_id: str, worker: str, expired: list[int], pending: int, until, now, attempt: bool
 ) -> list[Claimed]:
-    """Claim the `expired` seed runs and the first `pending` pending ones whose backoff is
-    over, in one statement that returns what the rollouts need of them."""
+    """Claim `expired` and the first `pending` claimable pending seeds, returning their rows."""
     ids = ", ".join(["%s"] * len(expired))
     taken = f"{_c['id']} IN ({ids}) OR " if expired else ""
     at = connection.ops.adapt_datetimefield_value

@@ -294,7 +294,7 @@ class JobRunner:
             if free <= 0:
                 break
             claimed, source_more = await source.claim(free)
-            more = max(more, int(source_more))
+            more = max(more, source_more)
             for key, work in claimed:
                 self._start((source.name, key), work)
             free -= len(claimed)
