@@ -1,5 +1,5 @@
 """Rollout attempts: each POST /rollout of a seed, started with its own run id and token hash,
-and how it ended. The worker's claims start them (jobs.leases.rollouts_claim) and its results
+and how it ended. The worker's claims start them (jobs.claims.rollouts_claim) and its results
 end them, in the same transactions as the seed runs' updates."""
 
 from __future__ import annotations

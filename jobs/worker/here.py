@@ -100,16 +100,17 @@ class Here:
 HERE = Here()
 
 
-def hands_ask(*, job_id: str, more: int) -> None:
-    """Send the job's message once for each hand its `more` seeds could keep busy (a runner's
-    EVALHUB_RUNNER_MAX_INFLIGHT each), but for no more than the other live workers: idle ones
-    start on the job together. Asked one at a time, each new runner asking for the next once
-    its first claim filled, the fourth of four capped workers started 6 s into a 17 s job."""
+def hands_ask(*, job_id: str, room: int) -> None:
+    """Send the job's message once for each hand its `room` (the seeds another runner could
+    take now) keeps busy, a runner's EVALHUB_RUNNER_MAX_INFLIGHT each, but for no more than
+    the other live workers: idle ones start on the job together. Asked one at a time, each
+    new runner asking for the next once its first claim filled, the fourth of four capped
+    workers started 6 s into a 17 s job."""
     try:
         others = len(heartbeats.live_workers()) - 1
     except Exception:  # the broker is down: the one message below says so  # noqa: BLE001
         others = 1
-    wanted = -(-more // settings.EVALHUB_RUNNER_MAX_INFLIGHT)
+    wanted = -(-room // settings.EVALHUB_RUNNER_MAX_INFLIGHT)
     for _ in range(max(1, min(wanted, others))):
         if not job_dispatch(job_id):
             return

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 
 from evalhub import crypto, metrics, revocations
-from jobs import kinds, leases, services, stopping
+from jobs import claims, kinds, leases, services, stopping
 from jobs.attempts import AttemptEnd
 from jobs.events import EventType, job_event_append
 from jobs.models import AttemptStatus, JobEvent, JobStatus, SeedStatus
@@ -107,17 +107,17 @@ class RolloutSource:
         return True
 
     async def claim(self, limit: int) -> tuple[list[tuple[int, Coroutine]], int]:
-        """(seed run id, its rollout) for each seed claimed, and how many more the job had.
+        """(seed run id, its rollout) for each seed claimed, and the room the job had for others.
         Each claimed seed's attempt starts in the claim's transaction, with a fresh token."""
         fresh = [tokens.token_new() for _ in range(limit)]
         claim = await self.runner.db(
-            leases.rollouts_claim, job_id=self.job.id, worker=self.runner.worker, limit=limit,
+            claims.rollouts_claim, job_id=self.job.id, worker=self.runner.worker, limit=limit,
             lease_s=self.runner.lease_s, token_hashes=[tokens.token_hash(t) for t in fresh],
         )  # fmt: skip
         return [
             (seed_run.id, self._seed(seed_run, attempt, token))
             for (seed_run, attempt), token in zip(claim.rollouts, fresh, strict=False)
-        ], claim.more
+        ], claim.room
 
     async def renew(self, ids: list[int]) -> set[int]:
         return await self.runner.db(
@@ -130,7 +130,7 @@ class RolloutSource:
             leases.seed_runs_finish, worker=self.runner.worker, finishes=finishes
         )
 
-    async def _seed(self, seed_run: leases.Claimed, attempt, token: str) -> None:
+    async def _seed(self, seed_run: claims.Claimed, attempt, token: str) -> None:
         """One attempt at a seed (started by its claim, with a fresh token and run id): the
         rollout, then its result or a retry later."""
         job = self.job

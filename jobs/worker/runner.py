@@ -47,7 +47,7 @@ from django.db import InterfaceError, OperationalError, connections
 from django.utils import timezone
 
 from evalhub.celery import DRAIN
-from jobs import leases, services
+from jobs import claims, leases, services
 from jobs.dispatch import job_dispatch, job_trace_members_dispatch, queue_waiting
 from jobs.models import EvalJob, JobStatus
 from jobs.verifier.judgements import judgements_claimable_at
@@ -109,7 +109,7 @@ class Left:
 def job_left(*, job_id: str, worker: str) -> Left:
     now = timezone.now()
     times = [
-        leases.rollouts_claimable_at(job_id=job_id, now=now),
+        claims.rollouts_claimable_at(job_id=job_id, now=now),
         judgements_claimable_at(job_id=job_id, now=now),
     ]
     at = min((t for t in times if t is not None), default=None)
@@ -267,9 +267,9 @@ class JobRunner:
         others) keeps the request: spent there, grown runners never asked again."""
         ask = self.ask_hand and now >= self.hand_due
         self.ask_hand = self.ask_hand and not ask
-        more = await self._claim()
-        if more and ask:
-            await self.db(hands_ask, job_id=self.job_id, more=more)
+        room = await self._claim()
+        if room and ask:
+            await self.db(hands_ask, job_id=self.job_id, room=room)
         elif ask:
             self.ask_hand = True
 
@@ -287,19 +287,19 @@ class JobRunner:
         return free > 0 and since_claim >= POLL_S
 
     async def _claim(self) -> int:
-        """Claim from every source in turn while slots are free; how many more the job had."""
+        """Claim from every source in turn while slots are free; the job's room for others."""
         free = self.cap - len(self.in_flight)
-        more = 0
+        room = 0
         for source in self.sources:
             if free <= 0:
                 break
-            claimed, source_more = await source.claim(free)
-            more = max(more, source_more)
+            claimed, source_room = await source.claim(free)
+            room = max(room, source_room)
             for key, work in claimed:
                 self._start((source.name, key), work)
             free -= len(claimed)
         self.starved = free > 0
-        return more
+        return room
 
     def _start(self, key: tuple[str, int], work) -> None:
         task = asyncio.create_task(work)

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth import get_user_model
 
-from jobs import leases, services
+from jobs import claims, services
 from jobs.models import EvalJob, SeedRun
 
 
@@ -19,6 +19,6 @@ def job(db) -> EvalJob:
 
 
 def claim(job, worker="w1", limit=100, lease_s=60.0) -> list[SeedRun]:
-    return leases.seed_run_claim(
+    return claims.seed_run_claim(
         job_id=job.id, worker=worker, limit=limit, lease_s=lease_s
     ).seed_runs

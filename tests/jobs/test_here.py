@@ -8,11 +8,10 @@ import asyncio
 import threading
 import time
 
-from celery.signals import before_task_publish
-
 from jobs.dispatch import JOB_RUN_TASK, TRACES_MEMBERS_TASK
 from jobs.worker.here import LAG_MOST_S, Hand, Here, LoopLag
 from jobs.worker.runner import JobRunner
+from tests.support.jobs import tasks_published
 
 
 def test_the_loop_lag_is_near_zero_while_the_loop_keeps_up_and_grows_when_it_is_blocked():
@@ -71,11 +70,6 @@ def test_a_hand_joins_a_runner_that_keeps_up_and_is_passed_on_by_one_whose_loop_
 
 
 def test_a_runner_asks_for_zip_members_only_while_its_loop_keeps_up():
-    sent: list[str] = []
-
-    def published(sender=None, **_) -> None:
-        sent.append(sender)
-
     async def ask(late_s: float) -> None:
         runner = JobRunner(job_id="eval-members")
         runner.lag._late.extend([late_s] * 20)
@@ -85,39 +79,32 @@ def test_a_runner_asks_for_zip_members_only_while_its_loop_keeps_up():
             runner._db_thread.shutdown()
             runner._results_thread.shutdown()
 
-    before_task_publish.connect(published)
-    try:
+    with tasks_published() as sent:
         asyncio.run(ask(late_s=0.05))  # saturated: the build would take the rollouts' CPU
         assert sent == []
         asyncio.run(ask(late_s=0.001))
         assert sent == [TRACES_MEMBERS_TASK]
-    finally:
-        before_task_publish.disconnect(published)
 
 
 def test_a_request_for_a_hand_outlasts_claims_that_find_nothing_for_another_worker():
     """A runner asks for a hand when a claim fills its slots and the job has more. A claim
-    that finds the job's `max_concurrent` held by other runners (nothing for a hand) keeps the
-    request: the next claim that finds more sends it, once."""
-    sent: list[str] = []
-
-    def published(sender=None, **_) -> None:
-        sent.append(sender)
+    that finds the job's `max_concurrent` held by other runners (no room for a hand) keeps the
+    request: the next claim that finds room sends it, once."""
 
     class Scripted(JobRunner):
-        """The claims' answers (whether the job had more) given in turn."""
+        """The claims' answers (the room the job had for other runners) given in turn."""
 
-        answers = [False, False, True, True]
+        answers = [0, 0, 1, 1]
 
-        async def _claim(self) -> bool:
+        async def _claim(self) -> int:
             return self.answers.pop(0)
 
-    async def claims() -> None:
+    async def claims(sent: list[str]) -> None:
         runner = Scripted(job_id="eval-hands")
         try:
             for _ in range(2):
                 await runner._claim_asking(time.monotonic())
-            assert sent == [] and runner.ask_hand  # nothing more: still asking
+            assert sent == [] and runner.ask_hand  # no room: still asking
             await runner._claim_asking(time.monotonic())
             assert sent == [JOB_RUN_TASK] and not runner.ask_hand
             await runner._claim_asking(time.monotonic())
@@ -126,8 +113,5 @@ def test_a_request_for_a_hand_outlasts_claims_that_find_nothing_for_another_work
             runner._db_thread.shutdown()
             runner._results_thread.shutdown()
 
-    before_task_publish.connect(published)
-    try:
-        asyncio.run(claims())
-    finally:
-        before_task_publish.disconnect(published)
+    with tasks_published() as sent:
+        asyncio.run(claims(sent))

@@ -1,4 +1,4 @@
-"""The worker's side of a job: claims, leases, results."""
+"""The worker's side of a job: claims (jobs.claims), leases, results (jobs.leases)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import orjson
 import pytest
 from django.utils import timezone
 
-from jobs import attempts, leases, services
+from jobs import attempts, claims, leases, services
 from jobs.figures import JsonText
 from jobs.models import JobEvent, RolloutAttempt, SeedRun
 from jobs.scores import Scores
@@ -27,19 +27,19 @@ def test_claims_never_exceed_max_concurrent_over_all_workers(job):
     assert len({sr.id for sr in first + second}) == 3
 
 
-def test_a_claim_says_whether_the_job_had_more_for_another_runner(job):
+def test_a_claim_says_whether_the_job_had_room_for_another_runner(job):
     """Ten seeds, three at a time: a claim limited below the job's free slots says another
     runner could take more; one that took every free slot, or every seed left, does not."""
-    first = leases.seed_run_claim(job_id=job.id, worker="w1", limit=1, lease_s=60.0)
-    assert len(first.seed_runs) == 1 and first.more
-    second = leases.seed_run_claim(job_id=job.id, worker="w2", limit=5, lease_s=60.0)
-    assert len(second.seed_runs) == 2 and not second.more  # max_concurrent reached
+    first = claims.seed_run_claim(job_id=job.id, worker="w1", limit=1, lease_s=60.0)
+    assert len(first.seed_runs) == 1 and first.room
+    second = claims.seed_run_claim(job_id=job.id, worker="w2", limit=5, lease_s=60.0)
+    assert len(second.seed_runs) == 2 and not second.room  # max_concurrent reached
     SeedRun.objects.filter(job=job, status="pending").exclude(seed=9).update(status="cancelled")
     for seed_run in first.seed_runs + second.seed_runs:
         leases.seed_run_finish(seed_run_id=seed_run.pk, worker=seed_run.lease_owner,
                                status="succeeded", result=leases.SeedResult())  # fmt: skip
-    last = leases.seed_run_claim(job_id=job.id, worker="w3", limit=1, lease_s=60.0)
-    assert [sr.seed for sr in last.seed_runs] == [9] and not last.more  # nothing else left
+    last = claims.seed_run_claim(job_id=job.id, worker="w3", limit=1, lease_s=60.0)
+    assert [sr.seed for sr in last.seed_runs] == [9] and not last.room  # nothing else left
 
 
 def test_what_is_left_of_a_job_for_a_runner(job):
@@ -158,10 +158,10 @@ def test_a_runners_claim_starts_an_attempt_of_each_seed_it_claims(job):
     """The runner's claim: seed runs and their attempts in one transaction, a token hash each
     (those left over unused), numbered on from the seed's attempts."""
     hashes = [f"{n}" * 64 for n in range(5)]
-    first = leases.rollouts_claim(
+    first = claims.rollouts_claim(
         job_id=job.id, worker="w1", limit=5, lease_s=60.0, token_hashes=hashes
     )
-    assert len(first.rollouts) == 3 and not first.more  # max_concurrent is 3
+    assert len(first.rollouts) == 3 and not first.room  # max_concurrent is 3
     for seed_run, started in first.rollouts:
         row = SeedRun.objects.get(pk=seed_run.id)
         assert (row.status, row.lease_owner, row.attempts) == ("running", "w1", 1)
@@ -178,21 +178,21 @@ def test_a_runners_claim_starts_an_attempt_of_each_seed_it_claims(job):
     # Its lease expired: the next claim takes it over, with its second attempt.
     taken_id = first.rollouts[0][0].id
     SeedRun.objects.filter(pk=taken_id).update(lease_expires_at=timezone.now())
-    again = leases.rollouts_claim(
+    again = claims.rollouts_claim(
         job_id=job.id, worker="w2", limit=1, lease_s=60.0, token_hashes=["f" * 64]
     )
     [(seed_run, attempt)] = again.rollouts
     assert seed_run.id == taken_id and attempt.number == 2 and seed_run.losses == 1
     statuses = RolloutAttempt.objects.filter(seed_run_id=taken_id).order_by("number")
     assert list(statuses.values_list("status", flat=True)) == ["abandoned", "running"]
-    held = leases.rollouts_claim(
+    held = claims.rollouts_claim(
         job_id=job.id, worker="w3", limit=2, lease_s=60.0, token_hashes=["e" * 64] * 2
     )
     assert held.rollouts == []  # max_concurrent held
 
 
 def test_results_written_together_are_one_event_each_in_order_and_only_if_still_held(job):
-    claimed = leases.rollouts_claim(
+    claimed = claims.rollouts_claim(
         job_id=job.id, worker="w1", limit=3, lease_s=60.0,
         token_hashes=["a" * 64, "b" * 64, "c" * 64],
     ).rollouts  # fmt: skip

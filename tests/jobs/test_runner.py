@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from celery.signals import before_task_publish
 
 from evalhub import heartbeats
 from jobs.models import EvalJob, JobEvent, RolloutAttempt, SeedRun
 from jobs.worker.here import hands_ask
-from tests.support.jobs import FAST, JOBS, job_create, job_wait, seeds_of
+from tests.support.jobs import FAST, JOBS, job_create, job_wait, seeds_of, tasks_published
 from tests.support.servers import serve_asgi, wait_until
 from tests.support.task_app import score_of, task_app_create
 
@@ -432,16 +431,7 @@ def test_a_runner_asks_for_as_many_hands_as_its_seeds_left_keep_busy_and_workers
     for _ in range(3):
         worker_factory(**FAST)
     wait_until(lambda: len(heartbeats.live_workers()) == 3, timeout=30, what="3 heartbeats")
-    sent: list[str] = []
-
-    def published(sender=None, **_) -> None:
-        sent.append(sender)
-
-    before_task_publish.connect(published)
-    try:
-        for more, hands in ((1, 1), (3, 2), (40, 2)):
-            sent.clear()
-            hands_ask(job_id="eval-none", more=more)  # a job that is not there: taken, ignored
-            assert sent == ["jobs.job_run"] * hands
-    finally:
-        before_task_publish.disconnect(published)
+    for room, hands in ((1, 1), (3, 2), (40, 2)):
+        with tasks_published() as sent:
+            hands_ask(job_id="eval-none", room=room)  # a job that is not there: taken, ignored
+        assert sent == ["jobs.job_run"] * hands

@@ -1,12 +1,16 @@
 """Making a job and waiting for it to end, the one way every test does it: through the ORM
 (`job_create`, `job_wait`) in the test process, or over HTTP (`api_job_create`, `api_job_wait`,
-`api_job_run`) against a web process of ours."""
+`api_job_run`) against a web process of ours; and the Celery messages this process sends
+(`tasks_published`)."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
+from celery.signals import before_task_publish
 
 from jobs.models import EvalJob, SeedRun
 from tests.support.servers import wait_until
@@ -80,3 +84,19 @@ def api_job_run(
     status = api_job_wait(base, headers, job_id, timeout=timeout)
     results = httpx.get(f"{base}{JOBS}/{job_id}/results", headers=headers, timeout=30)
     return {"job_id": job_id, "status": status, "results": results.json()}
+
+
+@contextlib.contextmanager
+def tasks_published() -> Iterator[list[str]]:
+    """The names of the Celery tasks this process publishes inside the block, in order, as
+    Celery's `before_task_publish` signal sees them (the message goes to the broker as ever)."""
+    sent: list[str] = []
+
+    def published(sender=None, **_) -> None:
+        sent.append(sender)
+
+    before_task_publish.connect(published)
+    try:
+        yield sent
+    finally:
+        before_task_publish.disconnect(published)

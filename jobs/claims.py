@@ -1,0 +1,206 @@
+"""A runner's claim of a job's rollouts: which seed runs it takes, under the job row's lock,
+never more than the job's `max_concurrent` under live leases over all workers (leases and
+results: jobs.leases; attempts: jobs.attempts).
+
+Claimable are pending seeds whose backoff is over and running seeds whose lease expired (their
+worker is gone: taken again, counted as a loss). A claim also says how many seeds it left that
+another runner could take now (`room`), so the runner asks idle workers for a hand.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import NamedTuple
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Count, DateTimeField, F, Min, Q, Value
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from jobs.attempts import Started, attempts_abandon, attempts_create
+from jobs.events import seed_event_append
+from jobs.models import EvalJob, JobStatus, SeedRun, SeedStatus
+
+
+@dataclass(frozen=True)
+class Claim:
+    """The seed runs a claim got, and `room`: how many more the job had to claim now than the
+    claim's `limit` let it take (0: none; other runners could lend a hand)."""
+
+    seed_runs: list[SeedRun]
+    room: int = 0
+
+
+def seed_run_claim(*, job_id: str, worker: str, limit: int, lease_s: float) -> Claim:
+    """Claim up to `limit` seed runs of a running job for `worker`, never more than the job's
+    `max_concurrent` held under live leases over all workers. Claimable: pending seeds whose
+    backoff is over, and running seeds whose lease expired (their worker is gone)."""
+    with transaction.atomic():
+        claimed, room = _claimed(job_id=job_id, worker=worker, limit=limit, lease_s=lease_s)
+        ids = [c.id for c in claimed]
+        seed_runs = list(SeedRun.objects.filter(pk__in=ids).order_by("id")) if ids else []
+    return Claim(seed_runs, _pending_up_to(job_id=job_id, most=room))
+
+
+class Claimed(NamedTuple):
+    """What a rollout needs of a seed run it claimed (`attempts` counts the one started)."""
+
+    id: int
+    seed: int
+    repeat: int
+    attempts: int
+    failures: int
+    losses: int
+
+
+@dataclass(frozen=True)
+class RolloutClaim:
+    """`Claim` of `rollouts_claim`: each seed run claimed with its attempt started."""
+
+    rollouts: list[tuple[Claimed, Started]]
+    room: int = 0
+
+
+def rollouts_claim(
+    *, job_id: str, worker: str, limit: int, lease_s: float, token_hashes: list[str]
+) -> RolloutClaim:
+    """`seed_run_claim` and `rollout_attempts_start` of what it claimed, in one transaction
+    (the runner's, one round of statements for both); `token_hashes` holds at least `limit`
+    fresh hashes, the first of them given to the attempts in order."""
+    with transaction.atomic():
+        claimed, room = _claimed(
+            job_id=job_id, worker=worker, limit=limit, lease_s=lease_s, attempt=True
+        )
+        attempts = attempts_create(claimed, token_hashes, worker=worker) if claimed else []
+    return RolloutClaim(
+        list(zip(claimed, attempts, strict=True)), _pending_up_to(job_id=job_id, most=room)
+    )
+
+
+def _claimed(
+    *, job_id: str, worker: str, limit: int, lease_s: float, attempt: bool = False
+) -> tuple[list[Claimed], int]:
+    """The claim of `seed_run_claim` (in its transaction): the seed runs claimed, in id order
+    (their `attempts` counted on with `attempt`), and the job's free slots left for other
+    runners when it took all it asked for, else 0 (`_pending_up_to` tells how many of them
+    another runner could fill now). Every claim of the job waits for the job row's lock, held
+    here for three statements (the lock, the running seeds counted, one UPDATE that picks,
+    claims and returns) and the attempts' INSERT: across seven, a worker held to a tenth of a
+    CPU held it for hundreds of milliseconds."""
+    if limit <= 0:
+        return [], 0
+    now = timezone.now()
+    # The job row lock serializes claims on one job across workers (PostgreSQL); SQLite
+    # takes its write lock when the transaction begins (transaction_mode IMMEDIATE).
+    # NO KEY: inserting an event takes a key-share lock on the job row, which must not
+    # wait for a claim (a claim may wait for that event's seed row: a deadlock).
+    locked = EvalJob.objects.select_for_update(no_key=True).filter(pk=job_id)
+    job = locked.values("status", "max_concurrent").first()
+    if job is None or job["status"] != JobStatus.RUNNING:
+        return [], 0
+    seeds = SeedRun.objects.filter(job_id=job_id)
+    running = seeds.filter(status=SeedStatus.RUNNING).aggregate(
+        live=Count("pk", filter=Q(lease_expires_at__gt=now)),
+        expired=Count("pk", filter=Q(lease_expires_at__lte=now)),
+    )
+    free = job["max_concurrent"] - running["live"]
+    slots = min(limit, free)
+    if slots <= 0:
+        return [], 0
+    expired = _expired_take(seeds=seeds, slots=slots, now=now) if running["expired"] else []
+    claimed = _claim_update(
+        job_id=job_id, worker=worker, expired=expired, pending=slots - len(expired),
+        until=now + timedelta(seconds=lease_s), now=now, attempt=attempt,
+    )  # fmt: skip
+    return claimed, free - slots if len(claimed) >= slots else 0
+
+
+def _claim_update(
+    *, job_id: str, worker: str, expired: list[int], pending: int, until, now, attempt: bool
+) -> list[Claimed]:
+    """Claim `expired` and the first `pending` claimable pending seeds, returning their rows."""
+    ids = ", ".join(["%s"] * len(expired))
+    taken = f"{_c['id']} IN ({ids}) OR " if expired else ""
+    at = connection.ops.adapt_datetimefield_value
+    with connection.cursor() as cursor:
+        cursor.execute(_CLAIM_SQL.format(taken=taken), [
+            SeedStatus.RUNNING, worker, at(until), at(now), int(attempt), *expired, job_id,
+            SeedStatus.PENDING, at(now), pending, SeedStatus.PENDING, at(now),
+            SeedStatus.RUNNING, at(now)])  # fmt: skip
+        return sorted(Claimed(*row) for row in cursor.fetchall())
+
+
+def _pending_up_to(*, job_id: str, most: int) -> int:
+    """The job's pending seeds whose backoff is over, up to `most`: room for other runners."""
+    waiting = Q(not_before__isnull=True) | Q(not_before__lte=timezone.now())
+    pending = SeedRun.objects.filter(waiting, job_id=job_id, status=SeedStatus.PENDING)
+    return pending.values("id")[:most].count() if most > 0 else 0
+
+
+_c = {f.name: connection.ops.quote_name(f.column) for f in SeedRun._meta.concrete_fields}
+_CLAIM_SQL = (
+    f"UPDATE {connection.ops.quote_name(SeedRun._meta.db_table)} SET {_c['status']} = %s,"
+    f" {_c['lease_owner']} = %s, {_c['lease_expires_at']} = %s, {_c['not_before']} = NULL,"
+    f" {_c['started_at']} = COALESCE({_c['started_at']}, %s),"
+    f" {_c['attempts']} = {_c['attempts']} + %s"
+    f" WHERE ({{taken}}{_c['id']} IN (SELECT {_c['id']}"
+    f" FROM {connection.ops.quote_name(SeedRun._meta.db_table)} WHERE {_c['job']} = %s"
+    f" AND {_c['status']} = %s AND ({_c['not_before']} IS NULL OR {_c['not_before']} <= %s)"
+    f" ORDER BY {_c['id']} LIMIT %s))"
+    # What was claimable still is: pending, or running with its lease expired.
+    f" AND ({_c['status']} = %s AND ({_c['not_before']} IS NULL OR {_c['not_before']} <= %s)"
+    f" OR {_c['status']} = %s AND {_c['lease_expires_at']} <= %s)"
+    f" RETURNING {', '.join(_c[name] for name in Claimed._fields)}"
+)
+
+
+def rollouts_claimable_at(*, job_id: str, now: datetime) -> datetime | None:
+    """When a runner could next claim a rollout of the job (`now` or earlier: at once): a
+    pending seed's backoff ends, or a running seed's lease expires (its worker may be gone).
+    None when no rollout is open."""
+    seeds = SeedRun.objects.filter(job_id=job_id)
+    pending = seeds.filter(status=SeedStatus.PENDING).aggregate(
+        at=Min(Coalesce("not_before", Value(now, output_field=DateTimeField())))
+    )["at"]
+    running = seeds.filter(status=SeedStatus.RUNNING).aggregate(at=Min("lease_expires_at"))["at"]
+    return min((at for at in (pending, running) if at is not None), default=None)
+
+
+def _expired_take(*, seeds, slots: int, now) -> list[int]:
+    """Up to `slots` running seeds whose lease expired, to claim again. Their worker is gone:
+    our fault, not the task app's. Counted as a loss, not an attempt; a seed lost too often
+    (it may be what kills its worker) fails instead."""
+    expired = list(
+        seeds.filter(status=SeedStatus.RUNNING, lease_expires_at__lte=now)
+        .order_by("id")
+        .values_list("id", "losses")[:slots]
+    )
+    if not expired:
+        return []
+    expired_ids = [i for i, _ in expired]
+    attempts_abandon(seed_run_ids=expired_ids, error="the worker running it stopped")
+    SeedRun.objects.filter(pk__in=expired_ids).update(losses=F("losses") + 1)
+    max_losses = settings.EVALHUB_SEED_MAX_LOSSES
+    spent = [i for i, n in expired if n + 1 >= max_losses]
+    if spent:
+        _seed_runs_fail_spent(seed_run_ids=spent, now=now)
+    return [i for i, n in expired if n + 1 < max_losses]
+
+
+def _seed_runs_fail_spent(*, seed_run_ids: list[int], now) -> None:
+    error = (
+        f"lost with its worker {settings.EVALHUB_SEED_MAX_LOSSES} times "
+        "(EVALHUB_SEED_MAX_LOSSES); the task app was never the cause"
+    )
+    for seed_run in SeedRun.objects.filter(pk__in=seed_run_ids):
+        seed_run.status = SeedStatus.FAILED
+        seed_run.error = error
+        seed_run.finished_at = now
+        seed_run.lease_owner = ""
+        seed_run.lease_expires_at = None
+        seed_run.save(
+            update_fields=["status", "error", "finished_at", "lease_owner", "lease_expires_at"]
+        )
+        seed_event_append(seed_run=seed_run)
