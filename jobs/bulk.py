@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from functools import cache
 from typing import Any
 
@@ -89,10 +89,10 @@ def rows_update(model: type[Model], rows: list[tuple[dict[str, Any], dict[str, A
             cursor.executemany(sql, [values_prepare(fields, row) for row in given])
         return
     fields = _update_statement(model, tuple(where), tuple(values), True)[1]
-    doc = _json_doc(fields, given)
-    sql = _update_statement(model, tuple(where), tuple(values), doc is not None)[0]
     with connection.cursor() as cursor:
-        cursor.execute(sql, [doc] if doc is not None else _arrays(fields, given))
+        for doc, part in _json_docs(fields, given):
+            sql = _update_statement(model, tuple(where), tuple(values), doc is not None)[0]
+            cursor.execute(sql, [doc] if doc is not None else _arrays(fields, part))
 
 
 def rows_insert(
@@ -157,6 +157,49 @@ def _json_doc(fields: tuple, rows: list[tuple]) -> str | None:
         ).decode()
     except (TypeError, ValueError):  # orjson.JSONEncodeError is a TypeError
         return None
+
+
+# A statement's JSON document is encoded, decoded and sent: three copies of the rows it holds,
+# beyond the rows themselves. `rows_update` sends rows in documents of about this size (a bigger
+# row alone), so that a batch of big results (task apps' traces of megabytes, held within the
+# worker's answer budget while they wait to be written) costs a few of these beyond the
+# budget, not three times the batch.
+STATEMENT_BYTES = 4 * 2**20
+
+
+def _json_docs(fields: tuple, rows: list[tuple]) -> Iterator[tuple[str | None, list[tuple]]]:
+    """The rows in order, in JSON documents of about STATEMENT_BYTES (`_json_doc`'s form),
+    each with the rows it holds, made as they are asked for; a row with a value that has no
+    exact JSON form as (None, [that row]), for the arrays of `rows_source`."""
+    kinds = _json_kinds(fields)
+    part: list[tuple] = []
+    encoded: list[bytes] = []
+    size = 0
+    for row in rows:
+        try:
+            one = orjson.dumps(
+                [_json_value(f, k, v) for f, k, v in zip(fields, kinds, row, strict=True)]
+            )
+        except (TypeError, ValueError):  # orjson.JSONEncodeError is a TypeError
+            one = None
+        if encoded and (one is None or size + len(one) > STATEMENT_BYTES):
+            yield _joined(encoded), part
+            part, encoded, size = [], [], 0
+        if one is None:
+            yield None, [row]
+            continue
+        part.append(row)
+        encoded.append(one)
+        size += len(one)
+    if encoded:
+        yield _joined(encoded), part
+
+
+def _joined(encoded: list[bytes]) -> str:
+    """Encoded rows as one JSON array; `encoded` emptied as it goes (its copy is not kept)."""
+    doc = b"[" + b",".join(encoded) + b"]"
+    encoded.clear()
+    return doc.decode()
 
 
 def _json_value(field, kind: tuple[str, frozenset[type]], value):

@@ -18,7 +18,8 @@ from tests.support import servers
 # the pages, the environments and the clients are not run twice.
 DATABASE_DEPENDENT = {
     "tests/jobs/test_api.py", "tests/jobs/test_api_unknown_fields.py",
-    "tests/jobs/test_batching.py", "tests/jobs/test_bulk.py", "tests/jobs/test_dispatch.py",
+    "tests/jobs/test_answer_memory.py", "tests/jobs/test_batching.py",
+    "tests/jobs/test_bulk.py", "tests/jobs/test_dispatch.py",
     "tests/jobs/test_ended_pushed.py",
     "tests/jobs/test_hostile_answers.py", "tests/jobs/test_leases.py",
     "tests/jobs/test_migrations.py", "tests/jobs/test_nonfinite_scores.py",

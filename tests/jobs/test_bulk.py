@@ -7,7 +7,9 @@ from datetime import UTC, datetime
 
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
+from jobs import bulk
 from jobs.bulk import rows_insert, rows_update, values_prepare
 from jobs.models import AttemptStatus, JobEvent, RolloutAttempt, SeedRun, SeedStatus
 from tests.jobs.conftest import claim
@@ -119,6 +121,32 @@ def test_rows_updated_as_the_orm_updates_them(job):
     assert nan.status == "succeeded"
     if connection.vendor == "postgresql":  # SQLite has no NaN: it keeps NULL
         assert nan.score != nan.score
+
+
+def test_rows_updated_beyond_a_statements_size_go_in_several_and_all_land(job, monkeypatch):
+    """On PostgreSQL `rows_update` sends rows in JSON documents of about
+    `jobs.bulk.STATEMENT_BYTES` (a bigger row alone: its copies in the statement must not
+    grow with the batch), the row without an exact JSON form as arrays between them; every
+    row is written all the same."""
+    monkeypatch.setattr(bulk, "STATEMENT_BYTES", 300)
+    held = claim(job, "w1", limit=3)
+    big = {"text": "x" * 400}
+    scores = [0.25, float("nan"), 0.75]
+    rows = [
+        ({"id": sr.pk, "status": SeedStatus.RUNNING, "lease_owner": "w1"},
+         {"status": SeedStatus.SUCCEEDED, "score": score, "metrics": big})
+        for sr, score in zip(held, scores, strict=True)
+    ]  # fmt: skip
+    with CaptureQueriesContext(connection) as queries:
+        rows_update(SeedRun, rows)
+    got = {sr.pk: sr for sr in SeedRun.objects.filter(pk__in=[sr.pk for sr in held])}
+    assert [got[sr.pk].status for sr in held] == ["succeeded"] * 3
+    assert [got[sr.pk].metrics for sr in held] == [big] * 3
+    assert (got[held[0].pk].score, got[held[2].pk].score) == (0.25, 0.75)
+    if connection.vendor == "postgresql":
+        updates = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("UPDATE")]
+        assert len(updates) == 3  # one a row: each is bigger than a statement's document
+        assert "json_array_elements" in updates[0] and "UNNEST" in updates[1]
 
 
 def test_rows_inserted_whatever_their_values(job):
