@@ -9,6 +9,7 @@ import pytest
 from django.utils import timezone
 
 from jobs import attempts, claims, leases, services
+from jobs.events import EventType, job_event_append
 from jobs.figures import JsonText
 from jobs.models import JobEvent, RolloutAttempt, SeedRun
 from jobs.scores import Scores
@@ -220,6 +221,22 @@ def test_results_written_together_are_one_event_each_in_order_and_only_if_still_
     assert all(e.data["total"] == job.num_seeds for e in events)
     # Every attempt that ended is recorded, written or not: it was spent.
     assert set(RolloutAttempt.objects.values_list("status", flat=True)) == {"succeeded"}
+
+
+def test_progress_counts_on_from_the_last_seed_event_and_from_the_seeds_a_job_starts_with(job):
+    """A job's first seed event counts the seeds over (two a rerun reused, without events of
+    their own); each later one counts on from the last seed event, batch after batch, other
+    events between them."""
+    SeedRun.objects.filter(job=job, seed__in=[8, 9]).update(status="succeeded")
+    for limit in (2, 1, 3):
+        held = claim(job, "w1", limit=limit)
+        finishes = [leases.SeedFinish(sr.pk, "failed", leases.SeedResult(error="x")) for sr in held]
+        assert leases.seed_runs_finish(worker="w1", finishes=finishes) == [True] * limit
+        job_event_append(job_id=job.id, type=EventType.ENVIRONMENT_BUSY, data={"n": limit})
+    events = JobEvent.objects.filter(job=job, type="eval.policy.seed.completed").order_by("seq")
+    assert [e.data["completed"] for e in events] == [3, 4, 5, 6, 7, 8]
+    assert {e.data["total"] for e in events} == {10}
+    assert SeedRun.objects.filter(job=job, status__in=["succeeded", "failed"]).count() == 8
 
 
 def test_a_result_kept_as_json_text_is_written_as_it_is(job):

@@ -101,6 +101,8 @@ def test_workers_killed_and_started_again_leave_exactly_one_result_per_seed(
     # Exactly one result each: one seed event per seed, no attempt left running.
     events = JobEvent.objects.filter(job_id=job_id, type="eval.policy.seed.completed")
     assert sorted(e.data["seed"] for e in events) == seeds
+    # Each counts on from the one before, whichever worker wrote it: 1, 2... in their order.
+    assert [e.data["completed"] for e in events.order_by("seq")] == list(range(1, len(seeds) + 1))
     assert not RolloutAttempt.objects.filter(seed_run__job_id=job_id, status="running").exists()
     assert all(r.failures == 0 for r in runs.values())
     assert kills >= 2
