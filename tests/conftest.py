@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import hashlib
 import uuid
 
 import pytest
+from django.conf import settings
 from django.test import override_settings
 from rest_framework.test import APIClient
 
@@ -66,6 +68,18 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.database)
         if path in LATENCY_BOUND:
             item.add_marker(pytest.mark.latency)
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix) -> None:
+    """On PostgreSQL, a test database of this data directory's own (`test_<name>_<hash of the
+    directory>`, where Django names it `test_<name>`): CI's streams, and a developer's run
+    beside them, each have a data directory, and runs sharing one test database dropped it
+    under each other. (SQLite's is a file in the data directory already.)"""
+    db = settings.DATABASES["default"]
+    if not db["ENGINE"].endswith("sqlite3"):
+        suffix = hashlib.sha256(str(settings.DATA_DIR).encode()).hexdigest()[:8]
+        db.setdefault("TEST", {})["NAME"] = f"test_{db['NAME']}_{suffix}"
 
 
 @pytest.fixture
