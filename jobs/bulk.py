@@ -149,12 +149,7 @@ def _json_doc(fields: tuple, rows: list[tuple]) -> str | None:
     a JSON value with a regular expression: most of a busy worker's database CPU."""
     kinds = _json_kinds(fields)
     try:
-        return orjson.dumps(
-            [
-                [_json_value(f, k, v) for f, k, v in zip(fields, kinds, row, strict=True)]
-                for row in rows
-            ]
-        ).decode()
+        return orjson.dumps([_json_row(fields, kinds, row) for row in rows]).decode()
     except (TypeError, ValueError):  # orjson.JSONEncodeError is a TypeError
         return None
 
@@ -177,9 +172,7 @@ def _json_docs(fields: tuple, rows: list[tuple]) -> Iterator[tuple[str | None, l
     size = 0
     for row in rows:
         try:
-            one = orjson.dumps(
-                [_json_value(f, k, v) for f, k, v in zip(fields, kinds, row, strict=True)]
-            )
+            one = orjson.dumps(_json_row(fields, kinds, row))
         except (TypeError, ValueError):  # orjson.JSONEncodeError is a TypeError
             one = None
         if encoded and (one is None or size + len(one) > STATEMENT_BYTES):
@@ -200,6 +193,11 @@ def _joined(encoded: list[bytes]) -> str:
     doc = b"[" + b",".join(encoded) + b"]"
     encoded.clear()
     return doc.decode()
+
+
+def _json_row(fields: tuple, kinds: tuple, row: tuple) -> list:
+    """A row of `_json_doc`: its values as `_json_value` writes them."""
+    return [_json_value(f, k, v) for f, k, v in zip(fields, kinds, row, strict=True)]
 
 
 def _json_value(field, kind: tuple[str, frozenset[type]], value):
