@@ -21,7 +21,9 @@ from django.utils import timezone
 
 from jobs.attempts import Started, attempts_abandon, attempts_create
 from jobs.events import seed_event_append
+from jobs.leases import job_held_elsewhere
 from jobs.models import EvalJob, JobStatus, SeedRun, SeedStatus
+from jobs.verifier.judgements import judgements_claimable_at
 
 
 @dataclass(frozen=True)
@@ -154,6 +156,30 @@ _CLAIM_SQL = (
     f" OR {_c['status']} = %s AND {_c['lease_expires_at']} <= %s)"
     f" RETURNING {', '.join(_c[name] for name in Claimed._fields)}"
 )
+
+
+@dataclass(frozen=True)
+class Left:
+    """What is left of a job for a runner: seconds until it could claim something (0: now;
+    None: nothing is open), and whether other runners hold leases on it."""
+
+    claim_in: float | None
+    held_elsewhere: bool = False
+
+
+def job_left(*, job_id: str, worker: str) -> Left:
+    """What is left of the job for `worker`'s runner: its rollouts' and judgements' next
+    claims, and the leases other runners hold."""
+    now = timezone.now()
+    times = [
+        rollouts_claimable_at(job_id=job_id, now=now),
+        judgements_claimable_at(job_id=job_id, now=now),
+    ]
+    at = min((t for t in times if t is not None), default=None)
+    if at is None:
+        return Left(None)
+    held = job_held_elsewhere(job_id=job_id, worker=worker, now=now)
+    return Left(max(0.0, (at - now).total_seconds()), held)
 
 
 def rollouts_claimable_at(*, job_id: str, now: datetime) -> datetime | None:

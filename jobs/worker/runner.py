@@ -39,18 +39,15 @@ import secrets
 import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connections
-from django.utils import timezone
 
 from evalhub.celery import DRAIN
-from jobs import claims, leases, services
+from jobs import claims, services
 from jobs.dispatch import job_dispatch, job_trace_members_dispatch, queue_waiting
 from jobs.models import EvalJob, JobStatus
-from jobs.verifier.judgements import judgements_claimable_at
 from jobs.worker.here import HERE, Hand, LoopLag, hands_ask
 from jobs.worker.judging import JudgeSource
 from jobs.worker.rollouts import RolloutSource
@@ -95,28 +92,6 @@ def _loop_factory() -> asyncio.AbstractEventLoop:
 
 def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
-
-
-@dataclass(frozen=True)
-class Left:
-    """What is left of a job for a runner: seconds until it could claim something (0: now;
-    None: nothing is open), and whether other runners hold leases on it."""
-
-    claim_in: float | None
-    held_elsewhere: bool = False
-
-
-def job_left(*, job_id: str, worker: str) -> Left:
-    now = timezone.now()
-    times = [
-        claims.rollouts_claimable_at(job_id=job_id, now=now),
-        judgements_claimable_at(job_id=job_id, now=now),
-    ]
-    at = min((t for t in times if t is not None), default=None)
-    if at is None:
-        return Left(None)
-    held = leases.job_held_elsewhere(job_id=job_id, worker=worker, now=now)
-    return Left(max(0.0, (at - now).total_seconds()), held)
 
 
 class JobRunner:
@@ -230,7 +205,7 @@ class JobRunner:
                         return
                     handed_over, slice_end = False, now + UNSENT_RETRY_S
                     continue
-                left = await self.db(job_left, job_id=self.job_id, worker=self.worker)
+                left = await self.db(claims.job_left, job_id=self.job_id, worker=self.worker)
                 if left.claim_in is None:
                     await self._finish()
                     return
@@ -345,7 +320,7 @@ class JobRunner:
         others hold leases on it and this runner `held` nothing (they send it as their slices
         end). None when nothing is left (the job is finished here); False when the broker did
         not take the message (down, restarting): the runner keeps the job meanwhile."""
-        left = await self.db(job_left, job_id=self.job_id, worker=self.worker)
+        left = await self.db(claims.job_left, job_id=self.job_id, worker=self.worker)
         if left.claim_in is None:
             await self._finish()
             return None

@@ -44,19 +44,19 @@ def test_a_claim_says_whether_the_job_had_room_for_another_runner(job):
 
 
 def test_what_is_left_of_a_job_for_a_runner(job):
-    from jobs.worker.runner import job_left
-
-    assert job_left(job_id=job.id, worker="w1").claim_in == 0.0  # pending seeds
+    assert claims.job_left(job_id=job.id, worker="w1").claim_in == 0.0  # pending seeds
     held = claim(job, "w1", limit=3)
     SeedRun.objects.filter(job=job, status="pending").update(status="cancelled")
-    left = job_left(job_id=job.id, worker="w2")
+    left = claims.job_left(job_id=job.id, worker="w2")
     # Only w1's leases are open: w2 could take them over when they expire, in about 60 s.
     assert left.held_elsewhere and 55 < left.claim_in <= 60
-    assert not job_left(job_id=job.id, worker="w1").held_elsewhere
+    assert not claims.job_left(job_id=job.id, worker="w1").held_elsewhere
     for seed_run in held:
         leases.seed_run_finish(seed_run_id=seed_run.pk, worker="w1",
                                status="succeeded", result=leases.SeedResult())  # fmt: skip
-    assert job_left(job_id=job.id, worker="w1").claim_in is None  # nothing open: the job ends
+    assert (
+        claims.job_left(job_id=job.id, worker="w1").claim_in is None
+    )  # nothing open: the job ends
 
 
 def test_claim_skips_seed_runs_held_by_a_live_lease_and_takes_expired_ones(job):
