@@ -10,7 +10,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.frontend import job_rows
-from tests.support.browser import orm_allowed, screenshot, sign_in
+from tests.support.browser import orm_allowed, press, screenshot, sign_in
 
 pytestmark = pytest.mark.browser
 
@@ -90,9 +90,9 @@ def test_compare_reads_worst_first_hides_ties_and_walks_the_seeds(page, dashboar
     expect(page.get_by_role("heading", name="Seed 6, side by side")).to_be_visible()
     expect(page.locator("h1 .badge")).to_have_text("higher")
     screenshot(page, "compare-seed")
-    page.keyboard.press("j")  # the keys of the seed page walk the compared seeds too
+    press(page, "j")  # the keys of the seed page walk the compared seeds too
     expect(page.get_by_role("heading", name="Seed 2, side by side")).to_be_visible()
-    page.keyboard.press("k")
+    press(page, "k")
     expect(page.get_by_role("heading", name="Seed 6, side by side")).to_be_visible()
-    page.keyboard.press("t")
+    press(page, "t")
     expect(page.locator("[data-compare-count]")).to_contain_text("6 of 8, ties hidden")

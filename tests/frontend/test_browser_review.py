@@ -12,7 +12,7 @@ from playwright.sync_api import expect
 
 from jobs.apikeys import api_key_create_for_username
 from tests.frontend import job_rows
-from tests.support.browser import orm_allowed, screenshot, sign_in
+from tests.support.browser import orm_allowed, press, screenshot, sign_in
 
 pytestmark = pytest.mark.browser
 
@@ -45,9 +45,9 @@ def test_a_reviewer_labels_ten_samples_with_the_keyboard_alone(page, web_server,
     # Failures first: the zeros (seeds 7, 8, then the failed 9), then the passing ones.
     expect(current).to_have_attribute("data-seed", "7")
     expect(page.locator("[data-to-label]")).to_have_text("10")
-    page.keyboard.press("j")
+    press(page, "j")
     expect(current).to_have_attribute("data-seed", "8")
-    page.keyboard.press("k")
+    press(page, "k")
     expect(current).to_have_attribute("data-seed", "7")
     screenshot(page, "review")
 
@@ -57,17 +57,17 @@ def test_a_reviewer_labels_ten_samples_with_the_keyboard_alone(page, web_server,
         seed = int(current.get_attribute("data-seed"))
         order.append(seed)
         if seed == 9:
-            page.keyboard.press("/")
+            press(page, "/")
             page.keyboard.type("the tool was never called")
-            page.keyboard.press("Escape")
-            page.keyboard.press("t")
+            press(page, "Escape")
+            press(page, "t")
             page.keyboard.type("env-bug")
-            page.keyboard.press("Escape")
+            press(page, "Escape")
         if seed == 6:
-            page.keyboard.press("s")
+            press(page, "s")
             page.keyboard.type("0.3")
-            page.keyboard.press("Escape")
-        page.keyboard.press(KEYS[SAYS[seed]])
+            press(page, "Escape")
+        press(page, KEYS[SAYS[seed]])
     expect(page.locator("[data-review-done]")).to_be_visible()
     expect(labelled).to_have_text("10")
     assert order == [7, 8, 9, 0, 1, 2, 3, 4, 5, 6]

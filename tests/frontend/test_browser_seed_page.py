@@ -10,7 +10,7 @@ from playwright.sync_api import expect
 
 from jobs.models import RolloutAttempt, SeedRun
 from tests.frontend import job_rows
-from tests.support.browser import PHONE, SCREENSHOTS, orm_allowed, screenshot, sign_in
+from tests.support.browser import PHONE, SCREENSHOTS, orm_allowed, press, screenshot, sign_in
 from traces.models import LLMCall
 
 pytestmark = pytest.mark.browser
@@ -90,30 +90,30 @@ def test_keys_walk_the_seeds_and_jump_to_the_next_failure(page, dashboard_user):
     sign_in(page, path=f"/jobs/{job.id}/seeds/0/")
     expect(page.locator("[data-key-help]")).to_contain_text("j or → next seed")
     expect(page.locator("[data-key-help]")).to_contain_text("f next failure")
-    page.keyboard.press("j")
+    press(page, "j")
     at(1)
-    page.keyboard.press("ArrowRight")
+    press(page, "ArrowRight")
     at(2)
-    page.keyboard.press("k")
+    press(page, "k")
     at(1)
-    page.keyboard.press("ArrowLeft")
+    press(page, "ArrowLeft")
     at(0)
-    page.keyboard.press("k")  # the first seed has no previous: nothing happens
-    page.keyboard.press("f")
+    press(page, "k")  # the first seed has no previous: nothing happens
+    press(page, "f")
     at(3)
-    page.keyboard.press("f")
+    press(page, "f")
     at(5)
     # Not while typing, nor with a modifier (the browser's own shortcuts).
     page.evaluate("document.querySelector('main').prepend(document.createElement('input'))")
     page.locator("main input").first.type("jk")
-    page.keyboard.press("Control+j")
+    press(page, "Control+j")
     at(5)
     expect(page).to_have_url(f"{page.url.split('/jobs/')[0]}/jobs/{job.id}/seeds/5/")
 
     # The failures-only table: the keys walk its rows.
     page.goto(f"/jobs/{job.id}/seeds/3/?failures=1")
-    page.keyboard.press("j")
+    press(page, "j")
     at(5)
     assert page.url.endswith("/seeds/5/?failures=1")
-    page.keyboard.press("t")
+    press(page, "t")
     expect(page.locator("[data-seed-count]")).to_contain_text("2 matching, of 6")

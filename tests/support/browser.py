@@ -7,6 +7,8 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from playwright.sync_api import expect
+
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -51,6 +53,13 @@ def sign_in(page, *, username: str = "alice", password: str = PASSWORD, path: st
     page.get_by_label("Password").fill(password)
     page.get_by_role("button", name="Sign in").click()
     page.wait_for_load_state()
+
+
+def press(page, key: str) -> None:
+    """Press a key once the page's keys answer: a page is drawn before its deferred script
+    attaches them, and a key pressed in between is lost (the script marks `<html data-keys>`)."""
+    expect(page.locator("html[data-keys='ready']")).to_have_count(1)
+    page.keyboard.press(key)
 
 
 def screenshot(page, name: str) -> None:

@@ -191,6 +191,13 @@ function seedKeys(nav) {
     e.preventDefault();
     link.click();
   });
+  keysReady();
+}
+
+// The keys answer from here on: the page is drawn before its deferred script runs, and a key
+// pressed in between does nothing. Tests wait for this mark before they press.
+function keysReady() {
+  document.documentElement.dataset.keys = "ready";
 }
 
 document.addEventListener("DOMContentLoaded", () => {
