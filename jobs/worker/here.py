@@ -103,11 +103,11 @@ HERE = Here()
 def hands_ask(*, job_id: str, room: int) -> None:
     """Send the job's message once for each hand its `room` (the seeds another runner could
     take now) keeps busy, a runner's EVALHUB_RUNNER_MAX_INFLIGHT each, but for no more than
-    the other live workers: idle ones start on the job together. Asked one at a time, each
-    new runner asking for the next once its first claim filled, the fourth of four capped
-    workers started 6 s into a 17 s job."""
+    the other live workers that take messages (a draining one takes none): idle ones start on
+    the job together. Asked one at a time, each new runner asking for the next once its first
+    claim filled, the fourth of four capped workers started 6 s into a 17 s job."""
     try:
-        others = len(heartbeats.live_workers()) - 1
+        others = sum(not w["draining"] for w in heartbeats.live_workers()) - 1
     except Exception:  # the broker is down: the one message below says so  # noqa: BLE001
         others = 1
     wanted = -(-room // settings.EVALHUB_RUNNER_MAX_INFLIGHT)

@@ -425,13 +425,20 @@ def test_a_runner_asks_for_as_many_hands_as_its_seeds_left_keep_busy_and_workers
 ):
     """Three live workers (real processes, their real heartbeats), runners of two rollouts
     each: a claim that leaves one seed for others asks for one hand, three seeds for two, and
-    forty for no more than the two other workers."""
+    forty for no more than the two other workers: a fourth, draining (alive, taking no
+    messages), is no hand."""
     settings.CELERY_TASK_DEFAULT_QUEUE = celery_queue
     settings.EVALHUB_RUNNER_MAX_INFLIGHT = 2
     for _ in range(3):
         worker_factory(**FAST)
-    wait_until(lambda: len(heartbeats.live_workers()) == 3, timeout=30, what="3 heartbeats")
-    for room, hands in ((1, 1), (3, 2), (40, 2)):
-        with tasks_published() as sent:
-            hands_ask(job_id="eval-none", room=room)  # a job that is not there: taken, ignored
-        assert sent == ["jobs.job_run"] * hands
+    draining = heartbeats.HeartbeatWriter("draining@test")
+    draining.draining = True
+    assert draining.beat()
+    try:
+        wait_until(lambda: len(heartbeats.live_workers()) == 4, timeout=30, what="4 heartbeats")
+        for room, hands in ((1, 1), (3, 2), (40, 2)):
+            with tasks_published() as sent:
+                hands_ask(job_id="eval-none", room=room)  # a job not there: taken, ignored
+            assert sent == ["jobs.job_run"] * hands
+    finally:
+        draining.clear()
