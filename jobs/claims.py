@@ -136,12 +136,21 @@ def _claim_update(
 
 def _pending_up_to(*, job_id: str, most: int) -> int:
     """The job's pending seeds whose backoff is over, up to `most`: room for other runners."""
-    waiting = Q(not_before__isnull=True) | Q(not_before__lte=timezone.now())
-    pending = SeedRun.objects.filter(waiting, job_id=job_id, status=SeedStatus.PENDING)
+    pending = SeedRun.objects.filter(_pending_now(timezone.now()), job_id=job_id)
     return pending.values("id")[:most].count() if most > 0 else 0
 
 
+def _pending_now(now) -> Q:
+    """A seed claimable as pending: waiting, its backoff (if any) over. `_PENDING_NOW_SQL`
+    is the same condition in the claim's statement."""
+    return Q(status=SeedStatus.PENDING) & (Q(not_before__isnull=True) | Q(not_before__lte=now))
+
+
 _c = {f.name: connection.ops.quote_name(f.column) for f in SeedRun._meta.concrete_fields}
+# Parameters: SeedStatus.PENDING, now.
+_PENDING_NOW_SQL = (
+    f"{_c['status']} = %s AND ({_c['not_before']} IS NULL OR {_c['not_before']} <= %s)"
+)
 _CLAIM_SQL = (
     f"UPDATE {connection.ops.quote_name(SeedRun._meta.db_table)} SET {_c['status']} = %s,"
     f" {_c['lease_owner']} = %s, {_c['lease_expires_at']} = %s, {_c['not_before']} = NULL,"
@@ -149,11 +158,9 @@ _CLAIM_SQL = (
     f" {_c['attempts']} = {_c['attempts']} + %s"
     f" WHERE ({{taken}}{_c['id']} IN (SELECT {_c['id']}"
     f" FROM {connection.ops.quote_name(SeedRun._meta.db_table)} WHERE {_c['job']} = %s"
-    f" AND {_c['status']} = %s AND ({_c['not_before']} IS NULL OR {_c['not_before']} <= %s)"
-    f" ORDER BY {_c['id']} LIMIT %s))"
+    f" AND {_PENDING_NOW_SQL} ORDER BY {_c['id']} LIMIT %s))"
     # What was claimable still is: pending, or running with its lease expired.
-    f" AND ({_c['status']} = %s AND ({_c['not_before']} IS NULL OR {_c['not_before']} <= %s)"
-    f" OR {_c['status']} = %s AND {_c['lease_expires_at']} <= %s)"
+    f" AND ({_PENDING_NOW_SQL} OR {_c['status']} = %s AND {_c['lease_expires_at']} <= %s)"
     f" RETURNING {', '.join(_c[name] for name in Claimed._fields)}"
 )
 
