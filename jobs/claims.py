@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from jobs.attempts import Started, attempts_abandon, attempts_create
 from jobs.events import seed_event_append
-from jobs.leases import job_held_elsewhere
+from jobs.leases import SeedFinish, job_held_elsewhere, seed_runs_finish
 from jobs.models import EvalJob, JobStatus, SeedRun, SeedStatus
 from jobs.verifier.judgements import judgements_claimable_at
 
@@ -79,6 +79,31 @@ def rollouts_claim(
     return RolloutClaim(
         list(zip(claimed, attempts, strict=True)), _pending_up_to(job_id=job_id, most=room)
     )
+
+
+def results_write_and_claim(
+    *,
+    job_id: str,
+    worker: str,
+    finishes: list[SeedFinish],
+    limit: int,
+    lease_s: float,
+    token_hashes: list[str],
+) -> tuple[list[bool], RolloutClaim]:
+    """`seed_runs_finish` of a batch of results, then the claim of up to `limit` rollouts to
+    replace them (`rollouts_claim`, with no `room`), in one transaction: the slots the results
+    free are taken again as they are freed, without a round of the runner's own. A slot is
+    held in the database (the seed counts against `max_concurrent` while it runs) until its
+    result is written, so a claim of its own came a write and a claim after the rollout ended.
+    The results are written before the job row is locked for the claim: other workers' result
+    writes never wait for this one's."""
+    with transaction.atomic():
+        written = seed_runs_finish(worker=worker, finishes=finishes)
+        claimed, _ = _claimed(
+            job_id=job_id, worker=worker, limit=limit, lease_s=lease_s, attempt=True
+        )
+        attempts = attempts_create(claimed, token_hashes, worker=worker) if claimed else []
+    return written, RolloutClaim(list(zip(claimed, attempts, strict=True)))
 
 
 def _claimed(

@@ -126,9 +126,22 @@ class RolloutSource:
         )  # fmt: skip
 
     async def _seeds_finish(self, finishes: list[leases.SeedFinish]) -> list[bool]:
-        return await self.runner.db_results(
-            leases.seed_runs_finish, worker=self.runner.worker, finishes=finishes
-        )
+        """Write a batch of results and, in the same transaction, claim seeds for the slots
+        they free (`claims.results_write_and_claim`), started at once."""
+        runner = self.runner
+        limit = runner.slots_reserve(freed=len(finishes))
+        fresh = [tokens.token_new() for _ in range(limit)]
+        try:
+            written, claim = await runner.db_results(
+                claims.results_write_and_claim, job_id=self.job.id, worker=runner.worker,
+                finishes=finishes, limit=limit, lease_s=runner.lease_s,
+                token_hashes=[tokens.token_hash(t) for t in fresh],
+            )  # fmt: skip
+        finally:
+            runner.slots_release(limit)
+        for (seed_run, attempt), token in zip(claim.rollouts, fresh, strict=False):
+            runner.claimed_start((self.name, seed_run.id), self._seed(seed_run, attempt, token))
+        return written
 
     async def _seed(self, seed_run: claims.Claimed, attempt, token: str) -> None:
         """One attempt at a seed (started by its claim, with a fresh token and run id): the

@@ -4,8 +4,9 @@ A job is worked by ordinary `jobs.job_run` messages on the ordinary queue, each 
 the job's id (jobs/dispatch.py). The runner a message starts:
 
 1. claims from the job's sources, rollouts then judgements, whenever an eighth of its slots
-   is free; it holds at most EVALHUB_RUNNER_MAX_INFLIGHT, and the claims hold the job's
-   `max_concurrent` (and the judge's `concurrency`) over all workers;
+   is free, and a batch of results claims the slots it frees as it is written; it holds at
+   most EVALHUB_RUNNER_MAX_INFLIGHT, and the claims hold the job's `max_concurrent` (and the
+   judge's `concurrency`) over all workers;
 2. when its first claim filled it and the job has more to claim, sends the job's message
    again, once per hand the rest keeps busy (`jobs.worker.here.hands_ask`). A message that
    reaches a worker process already running the job joins the runner there
@@ -97,6 +98,7 @@ def worker_name() -> str:
 class JobRunner:
     def __init__(self, *, job_id: str):
         self.job_id = job_id
+        self._status = EvalJob.objects.filter(pk=job_id).values_list("status", flat=True)
         self.worker = worker_name()
         self.lease_s = settings.EVALHUB_LEASE_S
         self.slice_s = settings.EVALHUB_RUNNER_SLICE_S
@@ -111,6 +113,8 @@ class JobRunner:
         # Whether a hand is asked for when a claim fills the slots and the job has more.
         self.ask_hand, self.hand_due = True, 0.0
         self.claiming = False  # hands may join (`jobs.worker.here`) while the loop keeps up
+        self.reserved = 0  # slots a claim in progress may fill (`slots_reserve`)
+        self.working = False  # its work loop runs: what it starts is drained or aborted
         self.lag = LoopLag()
 
     async def db(self, fn, /, **kwargs: Any) -> Any:
@@ -128,7 +132,7 @@ class JobRunner:
 
     async def run(self) -> None:
         try:
-            job = await self.db(_job_load, job_id=self.job_id)
+            job = await self.db(EvalJob.objects.filter(pk=self.job_id).first)
             if job is None or job.is_terminal:
                 return
             self.job = job
@@ -143,10 +147,11 @@ class JobRunner:
                         return
                 lag = asyncio.create_task(self.lag.watch())
                 HERE.add(self)
+                self.working = True
                 try:
                     await self._work()
                 finally:
-                    self.claiming = False
+                    self.claiming = self.working = False
                     HERE.remove(self)
                     lag.cancel()
                     # However the work ended (a crash included), nothing it started outlives
@@ -178,7 +183,7 @@ class JobRunner:
                 last_renew = now
             if now - last_look >= POLL_S:
                 last_look = now
-                if await self.db(_job_status, job_id=self.job_id) != JobStatus.RUNNING:
+                if await self.db(self._status.first) != JobStatus.RUNNING:
                     await self._abort_all()
                     return
             if now >= members_at:
@@ -256,25 +261,51 @@ class JobRunner:
     def _claim_due(self, since_claim: float) -> bool:
         """A batch (an eighth) of the runner's slots is free, or POLL_S went by with any slot
         free; after a claim that got less than it asked, only the latter."""
-        free = self.cap - len(self.in_flight)
+        free = self.cap - len(self.in_flight) - self.reserved
         if free >= max(1, self.cap // 8) and not self.starved:
             return True
         return free > 0 and since_claim >= POLL_S
 
     async def _claim(self) -> int:
         """Claim from every source in turn while slots are free; the job's room for others."""
-        free = self.cap - len(self.in_flight)
+        free = asked = max(0, self.cap - len(self.in_flight) - self.reserved)
+        self.reserved += asked
         room = 0
-        for source in self.sources:
-            if free <= 0:
-                break
-            claimed, source_room = await source.claim(free)
-            room = max(room, source_room)
-            for key, work in claimed:
-                self._start((source.name, key), work)
-            free -= len(claimed)
+        try:
+            for source in self.sources:
+                if free <= 0:
+                    break
+                claimed, source_room = await source.claim(free)
+                room = max(room, source_room)
+                for key, work in claimed:
+                    self._start((source.name, key), work)
+                free -= len(claimed)
+        finally:
+            self.reserved -= asked
         self.starved = free > 0
         return room
+
+    def slots_reserve(self, *, freed: int) -> int:
+        """How many seeds a batch of `freed` results (still in flight) may claim as it is
+        written: its slots, less those another claim in progress may fill, while the runner
+        claims at all; held until `slots_release`."""
+        if not self.claiming:
+            return 0
+        n = max(0, min(freed, self.cap - len(self.in_flight) + freed - self.reserved))
+        self.reserved += n
+        return n
+
+    def slots_release(self, n: int) -> None:
+        self.reserved -= n
+
+    def claimed_start(self, key: tuple[str, int], work) -> None:
+        """Start work a batch of results claimed; none once the work loop ended (it would
+        outlive the runner): its lease lapses and another runner takes it."""
+        if self.working:
+            self._start(key, work)
+        else:
+            work.close()
+            log.warning("job %s: %s %s claimed as the runner ended", self.job_id, *key)
 
     def _start(self, key: tuple[str, int], work) -> None:
         task = asyncio.create_task(work)
@@ -365,11 +396,3 @@ def _through_blips(call):
             connections.close_all()
             time.sleep(pause)
             pause = min(pause * 2, 2.0)
-
-
-def _job_load(*, job_id: str) -> EvalJob | None:
-    return EvalJob.objects.filter(pk=job_id).first()
-
-
-def _job_status(*, job_id: str) -> str | None:
-    return EvalJob.objects.filter(pk=job_id).values_list("status", flat=True).first()

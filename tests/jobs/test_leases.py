@@ -223,6 +223,46 @@ def test_results_written_together_are_one_event_each_in_order_and_only_if_still_
     assert set(RolloutAttempt.objects.values_list("status", flat=True)) == {"succeeded"}
 
 
+def test_a_batch_of_results_claims_the_slots_it_frees_in_its_own_transaction(job):
+    """Results written and their slots taken again at once: `max_concurrent` (3) counts the
+    seeds just finished as free, never the one another runner holds, and a result that is not
+    written (its lease taken over) frees nothing."""
+    first = claims.rollouts_claim(
+        job_id=job.id, worker="w1", limit=2, lease_s=60.0, token_hashes=["a" * 64, "b" * 64]
+    ).rollouts
+    [other] = claim(job, "w2", limit=1)
+    finishes = [
+        leases.SeedFinish(seed_run.id, "succeeded", leases.SeedResult(scores=Scores(score=1.0)),
+                          attempt=attempts.AttemptEnd(attempt_id=a.id, status="succeeded"))
+        for seed_run, a in first
+    ]  # fmt: skip
+    hashes = [f"{n}" * 64 for n in range(3)]
+    written, again = claims.results_write_and_claim(
+        job_id=job.id, worker="w1", finishes=finishes, limit=3, lease_s=60.0, token_hashes=hashes
+    )
+    assert written == [True, True]
+    assert len(again.rollouts) == 2  # three asked for; w2 holds the third slot
+    for seed_run, started in again.rollouts:
+        row = SeedRun.objects.get(pk=seed_run.id)
+        assert (row.status, row.lease_owner, row.attempts) == ("running", "w1", 1)
+        assert RolloutAttempt.objects.get(pk=started.id).token_hash in hashes[:2]
+    assert {sr.id for sr, _ in again.rollouts}.isdisjoint({sr.id for sr, _ in first} | {other.id})
+    done = SeedRun.objects.filter(pk__in=[sr.id for sr, _ in first])
+    assert set(done.values_list("status", "score")) == {("succeeded", 1.0)}
+    events = JobEvent.objects.filter(job=job, type="eval.policy.seed.completed")
+    assert sorted(e.data["completed"] for e in events) == [1, 2]
+    # Taken over meanwhile: the result is refused and its slot stays the other runner's.
+    taken, _ = again.rollouts[0]
+    SeedRun.objects.filter(pk=taken.id).update(lease_owner="w3")
+    refused = leases.SeedFinish(taken.id, "failed", leases.SeedResult(error="x"))
+    written, none = claims.results_write_and_claim(
+        job_id=job.id, worker="w1", finishes=[refused], limit=1, lease_s=60.0,
+        token_hashes=["f" * 64],
+    )  # fmt: skip
+    assert written == [False] and none.rollouts == []
+    assert SeedRun.objects.get(pk=taken.id).status == "running"
+
+
 def test_progress_counts_on_from_the_last_seed_event_and_from_the_seeds_a_job_starts_with(job):
     """A job's first seed event counts the seeds over (two a rerun reused, without events of
     their own); each later one counts on from the last seed event, batch after batch, other
