@@ -19,7 +19,7 @@ from jobs import selectors, services
 from jobs.api import answers
 from jobs.api.answers import ERROR, ERRORS
 from jobs.api.idempotency import IDEMPOTENCY_PARAMETER, idempotency_key, job_made
-from jobs.api.inputs import JobCancelInput, JobCreateInput
+from jobs.api.inputs import JobCancelInput, JobCreateInput, body_parsed
 from jobs.api.pagination import JobCursorPagination
 from jobs.api.replays import replay_checked
 from jobs.fields import INT64_MAX
@@ -97,11 +97,8 @@ class JobListCreateView(APIView):
         tags=["jobs"],
     )
     def post(self, request: Request) -> Response:
-        if not isinstance(request.data, dict):
-            raise exceptions.ValidationError({"body": ["must be a JSON object"]})
         key = idempotency_key(request)
-        data = JobCreateInput(data=request.data)
-        data.is_valid(raise_exception=True)
+        data = body_parsed(request.data, JobCreateInput)
         spec = replay_checked(request.user, data, data.to_spec())
         return job_made(request, key=key, spec=spec, asked=request.data)
 

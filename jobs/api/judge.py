@@ -11,7 +11,7 @@ from rest_framework.views import APIView
 from jobs import selectors
 from jobs.api import answers
 from jobs.api.answers import ERROR, ERRORS
-from jobs.api.inputs import JobCreateInput
+from jobs.api.inputs import JobCreateInput, body_parsed
 from jobs.fields import JsonObjectField
 from jobs.public import job_status_body
 from jobs.verifier.rejudge import NotJudgeable, job_rejudge
@@ -38,10 +38,7 @@ class JobJudgeView(APIView):
     )
     def post(self, request: Request, job_id: str) -> Response:
         job = selectors.job_owned(owner=request.user, job_id=job_id)
-        if not isinstance(request.data, dict):
-            raise exceptions.ValidationError({"body": ["must be a JSON object"]})
-        data = JobJudgeInput(data=request.data)
-        data.is_valid(raise_exception=True)
+        data = body_parsed(request.data, JobJudgeInput)
         try:
             new = job_rejudge(job=job, verifier_config=data.validated_data["verifier_config"])
         except NotJudgeable as exc:

@@ -16,7 +16,7 @@ from jobs import selectors
 from jobs.api import answers
 from jobs.api.answers import ERROR, ERRORS
 from jobs.api.export_answers import INSPECT_LOG
-from jobs.api.inputs import JobRerunInput
+from jobs.api.inputs import JobRerunInput, body_parsed
 from jobs.models import Verdict
 from jobs.public import job_status_body
 from jobs.reruns import RerunRefused, job_rerun
@@ -37,10 +37,7 @@ class JobRerunView(APIView):
         tags=["reruns and comparisons"],
     )
     def post(self, request: Request, job_id: str) -> Response:
-        if not isinstance(request.data, dict):  # none at all is {}: the defaults
-            raise exceptions.ValidationError({"body": ["must be a JSON object"]})
-        data = JobRerunInput(data=request.data)
-        data.is_valid(raise_exception=True)
+        data = body_parsed(request.data, JobRerunInput)  # none at all is {}: the defaults
         parent = selectors.job_owned(owner=request.user, job_id=job_id)
         try:
             job = job_rerun(
