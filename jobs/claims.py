@@ -20,7 +20,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from jobs.attempts import Started, attempts_abandon, attempts_create
-from jobs.events import seed_event_append
+from jobs.events import seed_events_append
 from jobs.leases import SeedFinish, job_held_elsewhere, seed_runs_finish
 from jobs.models import EvalJob, JobStatus, SeedRun, SeedStatus
 from jobs.verifier.judgements import judgements_claimable_at
@@ -248,17 +248,13 @@ def _expired_take(*, seeds, slots: int, now) -> list[int]:
 
 
 def _seed_runs_fail_spent(*, seed_run_ids: list[int], now) -> None:
+    """Fail the seeds lost with their worker too often, each with its event."""
     error = (
         f"lost with its worker {settings.EVALHUB_SEED_MAX_LOSSES} times "
         "(EVALHUB_SEED_MAX_LOSSES); the task app was never the cause"
     )
-    for seed_run in SeedRun.objects.filter(pk__in=seed_run_ids):
-        seed_run.status = SeedStatus.FAILED
-        seed_run.error = error
-        seed_run.finished_at = now
-        seed_run.lease_owner = ""
-        seed_run.lease_expires_at = None
-        seed_run.save(
-            update_fields=["status", "error", "finished_at", "lease_owner", "lease_expires_at"]
-        )
-        seed_event_append(seed_run=seed_run)
+    SeedRun.objects.filter(pk__in=seed_run_ids).update(
+        status=SeedStatus.FAILED, error=error, finished_at=now, lease_owner="",
+        lease_expires_at=None,
+    )  # fmt: skip
+    seed_events_append(seed_run_ids=sorted(seed_run_ids))

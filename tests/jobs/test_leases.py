@@ -109,6 +109,11 @@ def test_losing_the_worker_never_uses_up_the_task_apps_attempts(job, settings):
     held.refresh_from_db()
     assert held.status == "failed" and held.losses == 3 and held.attempts == 2
     assert "lost with its worker 3 times" in held.error and "never the cause" in held.error
+    assert held.lease_owner == "" and held.lease_expires_at is None and held.finished_at
+    [event] = JobEvent.objects.filter(job=job, type="eval.policy.seed.completed")
+    assert (event.data["seed"], event.data["status"], event.data["completed"]) == (
+        held.seed, "failed", 1,
+    )  # fmt: skip
 
 
 def test_attempts_count_attempts_not_claims(job):
