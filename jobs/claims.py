@@ -91,10 +91,9 @@ def results_write_and_claim(
     token_hashes: list[str],
 ) -> tuple[list[bool], RolloutClaim]:
     """`seed_runs_finish` of a batch of results, then the claim of up to `limit` rollouts to
-    replace them (`rollouts_claim`, with no `room`), in one transaction: the slots the results
-    free are taken again as they are freed, without a round of the runner's own. A slot is
-    held in the database (the seed counts against `max_concurrent` while it runs) until its
-    result is written, so a claim of its own came a write and a claim after the rollout ended.
+    replace them (`rollouts_claim`, with no `room`), in one transaction. A seed counts against
+    `max_concurrent` until its result is written, so a slot claimed in a round of its own came
+    back a write and a claim after its rollout ended; here it is taken again as it is freed.
     The results are written before the job row is locked for the claim: other workers' result
     writes never wait for this one's."""
     with transaction.atomic():

@@ -114,10 +114,17 @@ class RolloutSource:
             claims.rollouts_claim, job_id=self.job.id, worker=self.runner.worker, limit=limit,
             lease_s=self.runner.lease_s, token_hashes=[tokens.token_hash(t) for t in fresh],
         )  # fmt: skip
+        return self._rollouts(claim, fresh), claim.room
+
+    def _rollouts(
+        self, claim: claims.RolloutClaim, fresh: list[str]
+    ) -> list[tuple[int, Coroutine]]:
+        """(seed run id, its rollout) of each seed a claim got; `fresh` holds the tokens whose
+        hashes the claim gave the attempts, in order."""
         return [
             (seed_run.id, self._seed(seed_run, attempt, token))
             for (seed_run, attempt), token in zip(claim.rollouts, fresh, strict=False)
-        ], claim.room
+        ]
 
     async def renew(self, ids: list[int]) -> set[int]:
         return await self.runner.db(
@@ -139,8 +146,8 @@ class RolloutSource:
             )  # fmt: skip
         finally:
             runner.slots_release(limit)
-        for (seed_run, attempt), token in zip(claim.rollouts, fresh, strict=False):
-            runner.claimed_start((self.name, seed_run.id), self._seed(seed_run, attempt, token))
+        for key, work in self._rollouts(claim, fresh):
+            runner.claimed_start((self.name, key), work)
         return written
 
     async def _seed(self, seed_run: claims.Claimed, attempt, token: str) -> None:
