@@ -134,9 +134,14 @@ class RolloutSource:
 
     async def _seeds_finish(self, finishes: list[leases.SeedFinish]) -> list[bool]:
         """Write a batch of results and, in the same transaction, claim seeds for the slots
-        they free (`claims.results_write_and_claim`), started at once."""
+        they free (`claims.results_write_and_claim`), started at once. Not a batch with a
+        failure of a job with `max_failures`: the failure may stop the job
+        (`_finish_failed`), and then no rollout may start after it."""
         runner = self.runner
-        limit = runner.slots_reserve(freed=len(finishes))
+        stops = self.job.max_failures is not None and any(
+            f.status == SeedStatus.FAILED for f in finishes
+        )
+        limit = 0 if stops else runner.slots_reserve(freed=len(finishes))
         fresh = [tokens.token_new() for _ in range(limit)]
         try:
             written, claim = await runner.db_results(
