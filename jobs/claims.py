@@ -72,13 +72,20 @@ def rollouts_claim(
     (the runner's, one round of statements for both); `token_hashes` holds at least `limit`
     fresh hashes, the first of them given to the attempts in order."""
     with transaction.atomic():
-        claimed, room = _claimed(
-            job_id=job_id, worker=worker, limit=limit, lease_s=lease_s, attempt=True
-        )
-        attempts = attempts_create(claimed, token_hashes, worker=worker) if claimed else []
-    return RolloutClaim(
-        list(zip(claimed, attempts, strict=True)), _pending_up_to(job_id=job_id, most=room)
+        rollouts, room = _rollouts_started(job_id, worker, limit, lease_s, token_hashes)
+    return RolloutClaim(rollouts, _pending_up_to(job_id=job_id, most=room))
+
+
+def _rollouts_started(
+    job_id: str, worker: str, limit: int, lease_s: float, token_hashes: list[str]
+) -> tuple[list[tuple[Claimed, Started]], int]:
+    """The claim of a runner's rollouts, each with its attempt started (in the caller's
+    transaction), and the job's free slots left (`_claimed`)."""
+    claimed, room = _claimed(
+        job_id=job_id, worker=worker, limit=limit, lease_s=lease_s, attempt=True
     )
+    attempts = attempts_create(claimed, token_hashes, worker=worker) if claimed else []
+    return list(zip(claimed, attempts, strict=True)), room
 
 
 def results_write_and_claim(
@@ -98,11 +105,8 @@ def results_write_and_claim(
     writes never wait for this one's."""
     with transaction.atomic():
         written = seed_runs_finish(worker=worker, finishes=finishes)
-        claimed, _ = _claimed(
-            job_id=job_id, worker=worker, limit=limit, lease_s=lease_s, attempt=True
-        )
-        attempts = attempts_create(claimed, token_hashes, worker=worker) if claimed else []
-    return written, RolloutClaim(list(zip(claimed, attempts, strict=True)))
+        rollouts, _ = _rollouts_started(job_id, worker, limit, lease_s, token_hashes)
+    return written, RolloutClaim(rollouts)
 
 
 def _claimed(
