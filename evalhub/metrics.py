@@ -137,7 +137,21 @@ class HostsCollector(MultiProcessCollector):
     """prometheus_client's collector over the files of every host's folder."""
 
     def collect(self):
-        return self.merge(glob.glob(str(settings.EVALHUB_METRICS_DIR / "*" / "*.db")))
+        return self.merge(readable_files(settings.EVALHUB_METRICS_DIR))
+
+
+def readable_files(folder) -> list[str]:
+    """The value files of every host's folder, but for those a process is creating right now:
+    a file is empty until its process sizes it, and prometheus_client's merge raises on an
+    empty one (a scrape beside a worker starting its first rollout answered 500)."""
+    files = []
+    for path in glob.glob(str(folder / "*" / "*.db")):
+        try:
+            if os.path.getsize(path) >= 8:
+                files.append(path)
+        except FileNotFoundError:  # a dead process's, dropped meanwhile
+            continue
+    return files
 
 
 def registry_of_every_process() -> CollectorRegistry:
