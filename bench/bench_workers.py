@@ -159,22 +159,31 @@ def run_job(
             "throttled": sum(throttled) / len(throttled) if throttled else None}  # fmt: skip
 
 
-def _queries(paths: list[Path], seeds: int) -> dict[str, float] | None:
-    """Statements per rollout by kind, over the workers' counts (bench/counted_worker.py)."""
+def _queries(paths: list[Path], seeds: int) -> dict[str, dict[str, float]] | None:
+    """Statements per rollout by kind, and the milliseconds a rollout spent in them, over the
+    workers' counts (bench/counted_worker.py)."""
     if not paths:
         return None
-    total: dict[str, int] = {}
+    total: dict[str, list[float]] = {}
     for path in paths:
-        for name, n in json.loads(path.read_text()).items():
-            total[name] = total.get(name, 0) + n
-    return {name: n / seeds for name, n in sorted(total.items(), key=lambda kv: -kv[1])}
+        counted = json.loads(path.read_text())
+        for name, n in counted["counts"].items():
+            kind = total.setdefault(name, [0, 0.0])
+            kind[0] += n
+            kind[1] += counted["seconds"].get(name, 0.0)
+    return {name: {"per_rollout": n / seeds, "ms_per_rollout": s * 1000 / seeds}
+            for name, (n, s) in sorted(total.items(), key=lambda kv: -kv[1][1])}  # fmt: skip
 
 
-def _queries_print(queries: dict[str, float] | None) -> None:
+def _queries_print(queries: dict[str, dict[str, float]] | None) -> None:
     if queries:
-        statements = sum(n for name, n in queries.items() if name != "COMMIT")
-        print(f"  statements per rollout {statements:.2f}, commits {queries.get('COMMIT', 0):.2f}: "
-              + ", ".join(f"{name} {n:.3f}" for name, n in queries.items()), flush=True)  # fmt: skip
+        statements = sum(q["per_rollout"] for name, q in queries.items() if name != "COMMIT")
+        ms = sum(q["ms_per_rollout"] for q in queries.values())
+        commits = queries.get("COMMIT", {}).get("per_rollout", 0)
+        print(f"  statements per rollout {statements:.2f}, commits {commits:.2f}, "
+              f"{ms:.2f} ms a rollout in them: "
+              + ", ".join(f"{name} {q['per_rollout']:.3f} ({q['ms_per_rollout']:.3f} ms)"
+                          for name, q in queries.items()), flush=True)  # fmt: skip
 
 
 def direct_in_child(task_url: str, *, seeds: int, concurrency: int) -> float:

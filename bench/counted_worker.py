@@ -4,8 +4,10 @@
 
 Runs `celery` with the given arguments after adding an execute wrapper to every database
 connection the process opens: each statement (an `executemany` counts once: psycopg pipelines
-it, one round trip) is counted under its verb and table, with the transactions committed. The
-counts are written to COUNTS.json twice a second and as the process exits.
+it, one round trip) is counted under its verb and table, with the transactions committed, and
+the wall time its thread spent in it (the round trip and the driver's work: where a batch of
+results spends its time). The counts are written to COUNTS.json twice a second and as the
+process exits.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 
 _TABLE = re.compile(r'(?:FROM|INTO|UPDATE)\s+"?(\w+)"?', re.IGNORECASE)
 counts: collections.Counter = collections.Counter()
+spent: collections.Counter = collections.Counter()  # seconds, by the same kinds
 lock = threading.Lock()
 
 
@@ -36,9 +39,15 @@ def kind(sql: str) -> str:
 
 
 def counter(execute, sql, params, many, context):
-    with lock:
-        counts[kind(sql)] += 1
-    return execute(sql, params, many, context)
+    name = kind(sql)
+    started = time.perf_counter()
+    try:
+        return execute(sql, params, many, context)
+    finally:
+        took = time.perf_counter() - started
+        with lock:
+            counts[name] += 1
+            spent[name] += took
 
 
 def install() -> None:
@@ -53,16 +62,21 @@ def install() -> None:
     commit = BaseDatabaseWrapper._commit
 
     def counted_commit(self):
-        with lock:
-            counts["COMMIT"] += 1
-        return commit(self)
+        started = time.perf_counter()
+        try:
+            return commit(self)
+        finally:
+            took = time.perf_counter() - started
+            with lock:
+                counts["COMMIT"] += 1
+                spent["COMMIT"] += took
 
     BaseDatabaseWrapper._commit = counted_commit
 
 
 def write(path: Path) -> None:
     with lock:
-        text = json.dumps(dict(counts), indent=1, sort_keys=True)
+        text = json.dumps({"counts": counts, "seconds": spent}, indent=1, sort_keys=True)
     path.write_text(text)
 
 

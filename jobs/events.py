@@ -45,17 +45,22 @@ def _append(
 ) -> list[tuple]:
     """Append `events` in order, numbered on from the job's last; the rows written, values of
     `_COLUMNS` (no model instances: the worker appends with every batch of results). Written
-    out, one MAX and one INSERT. `make(cursor)`, when given, makes the events instead, from
-    what it reads in the same savepoint as the numbering (read again if another process took
-    the numbers). The rows go in as one statement (`jobs.bulk.rows_insert`: one array per
-    column on PostgreSQL, where an executemany had psycopg quote each value in Python)."""
+    out, one SELECT and one INSERT. `make(cursor, progress)`, when given, makes the events
+    instead, from the progress the job's last seed event counted, (completed, total) or
+    (None, None), read by the numbering's statement (read again with it if another process
+    took the numbers). The rows go in as one statement (`jobs.bulk.rows_insert`: one array
+    per column on PostgreSQL, where an executemany had psycopg quote each value in Python)."""
     for _ in range(10):
         try:
             with transaction.atomic(), connection.cursor() as cursor:
-                cursor.execute(_LAST_SEQ_SQL, [job_id])
-                last = cursor.fetchone()[0] or 0
-                if make is not None:
-                    events = make(cursor)
+                if make is None:
+                    cursor.execute(_LAST_SEQ_SQL, [job_id])
+                    last = cursor.fetchone()[0] or 0
+                else:
+                    cursor.execute(_LAST_SQL, [job_id, job_id, EventType.SEED_COMPLETED])
+                    last, *progress = cursor.fetchone()
+                    last = last or 0
+                    events = make(cursor, tuple(progress))
                 now = timezone.now()
                 rows = [
                     (job_id, last + n, type, data, now)
@@ -83,10 +88,13 @@ _COLUMNS = ("job_id", "seq", "type", "data", "created_at")
 _LAST_SEQ_SQL = (
     f"SELECT MAX({_q('seq')}) FROM {_q(JobEvent._meta.db_table)} WHERE {_q('job_id')} = %s"
 )
-# What the job's last seed event says of its progress: (completed, total).
-_LAST_PROGRESS_SQL = (
-    f"SELECT {_json_int('completed')}, {_json_int('total')} FROM {_q(JobEvent._meta.db_table)}"
-    f" WHERE {_q('job_id')} = %s AND {_q('type')} = %s ORDER BY {_q('seq')} DESC LIMIT 1"
+# The job's last number, and what its last seed event says of its progress: (completed,
+# total), or NULLs. One statement, so one snapshot: a batch of results reads them together.
+_LAST_SQL = (
+    f"SELECT ({_LAST_SEQ_SQL}), p.completed, p.total FROM (SELECT 1 AS one) AS o LEFT JOIN"
+    f" (SELECT {_json_int('completed')} AS completed, {_json_int('total')} AS total"
+    f" FROM {_q(JobEvent._meta.db_table)} WHERE {_q('job_id')} = %s AND {_q('type')} = %s"
+    f" ORDER BY {_q('seq')} DESC LIMIT 1) AS p ON 1 = 1"
 )
 # The job's samples over (its progress) and how many it has.
 _PROGRESS_SQL = (
@@ -123,8 +131,8 @@ def seed_events_append(*, seed_run_ids: list[int], rows: dict[int, tuple] | None
 
 
 def _job_seed_events(job_id: str, results: list[tuple]) -> None:
-    def with_progress(cursor) -> list[tuple[EventType, dict[str, Any]]]:
-        before, total = _progress_before(cursor, job_id, len(results))
+    def with_progress(cursor, progress: tuple) -> list[tuple[EventType, dict[str, Any]]]:
+        before, total = _progress_before(cursor, job_id, len(results), progress)
         return [
             (EventType.SEED_COMPLETED,
              {**dict(zip(SEED_FIELDS, result, strict=True)), "completed": before + 1 + n,
@@ -135,17 +143,15 @@ def _job_seed_events(job_id: str, results: list[tuple]) -> None:
     _append(job_id, [], make=with_progress)
 
 
-def _progress_before(cursor, job_id: str, written: int) -> tuple[int, int | None]:
-    """(the job's seeds over before the `written` just now, its samples), read in `_append`'s
-    savepoint after the numbering. From the job's last seed event, which counted them: every
-    seed over since has an event of its own, numbered after it (a seed is over once; those a
-    job starts with, reused by a rerun, are counted by its first). Counted for every batch,
-    a job of 100,000 seeds read some fifty million index entries. Read after the numbering,
-    an event another process wrote meanwhile is seen by both reads or by the second alone:
-    then the numbers collide and both are read again."""
-    cursor.execute(_LAST_PROGRESS_SQL, [job_id, EventType.SEED_COMPLETED])
-    last = cursor.fetchone()
-    if last is not None and last[0] is not None:
+def _progress_before(cursor, job_id: str, written: int, last: tuple) -> tuple[int, int | None]:
+    """(the job's seeds over before the `written` just now, its samples), with `_append`'s
+    numbering. From the job's last seed event (`last`: its completed and total), which counted
+    them: every seed over since has an event of its own, numbered after it (a seed is over
+    once; those a job starts with, reused by a rerun, are counted by its first). Counted for
+    every batch, a job of 100,000 seeds read some fifty million index entries. Read by the
+    numbering's statement, an event another process wrote meanwhile is seen by both or by
+    neither (then the numbers collide and both are read again). A job's first batch counts."""
+    if last[0] is not None:
         return last[0], last[1]
     cursor.execute(_PROGRESS_SQL, [job_id, SeedStatus.SUCCEEDED, SeedStatus.FAILED, job_id])
     completed, total = cursor.fetchone() or (0, None)

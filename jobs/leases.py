@@ -135,20 +135,21 @@ class SeedFinish:
 
 def seed_runs_finish(*, worker: str, finishes: list[SeedFinish]) -> list[bool]:
     """`seed_run_finish` for several seeds in one transaction (the runner writes the results
-    that arrive while its last write runs together); for each, whether it was written. The
-    seed runs `worker` still holds are locked and read first, then every result is written by
-    one statement."""
-    with transaction.atomic():
+    that arrive while its last write runs together); for each, whether it was written. One
+    statement writes every result to the seed runs `worker` still holds and returns what
+    their events need of them (a SELECT ... FOR UPDATE of them before it was a round trip
+    more of a batch's dozen). No savepoint of its own: inside a caller's transaction (the
+    runner's `claims.results_write_and_claim`) a failure fails the caller's whole batch."""
+    with transaction.atomic(savepoint=False):
         rollout_attempts_finish(ends=[f.attempt for f in finishes if f.attempt is not None])
-        ids = [f.seed_run_id for f in finishes]
+        results = [_result_row(f, worker) for f in finishes]
         held = {
             row[0]: row[1:]
-            for row in _held_seed_runs(seed_run_ids=ids, worker=worker)
-            .select_for_update()
-            .values_list("id", "job_id", "seed", "repeat", "attempts")
+            for row in rows_update(
+                SeedRun, results, returning=("id", "job_id", "seed", "repeat", "attempts")
+            )
         }
         written = [f.seed_run_id in held for f in finishes]
-        rows_update(SeedRun, [_result_row(f, worker) for f in finishes if f.seed_run_id in held])
         if held:
             # Each event says what was just written: the rows are not read again for it.
             seed_events_append(

@@ -123,6 +123,25 @@ def test_rows_updated_as_the_orm_updates_them(job):
         assert nan.score != nan.score
 
 
+def test_rows_updated_return_what_was_written_and_only_that(job):
+    """With `returning`, `rows_update` gives the rows its conditions met (their fields after
+    the update), what a locking read before it would have found: never a row held by another
+    worker."""
+    held = claim(job, "w1", limit=3)
+    SeedRun.objects.filter(pk=held[1].pk).update(lease_owner="w2")
+    rows = [
+        ({"id": sr.pk, "status": SeedStatus.RUNNING, "lease_owner": "w1"},
+         {"status": SeedStatus.FAILED, "error": f"e{n}", "lease_owner": ""})
+        for n, sr in enumerate(held)
+    ]  # fmt: skip
+    got = rows_update(SeedRun, rows, returning=("id", "seed", "status", "lease_owner"))
+    assert sorted(got) == sorted(
+        (sr.pk, sr.seed, "failed", "") for sr in (held[0], held[2])
+    )  # fmt: skip
+    assert SeedRun.objects.get(pk=held[1].pk).status == "running"
+    assert rows_update(SeedRun, rows, returning=("id",)) == []  # held by nobody now
+
+
 def test_rows_updated_beyond_a_statements_size_go_in_several_and_all_land(job, monkeypatch):
     """On PostgreSQL `rows_update` sends rows in JSON documents of about
     `jobs.bulk.STATEMENT_BYTES` (a bigger row alone: its copies in the statement must not

@@ -6,12 +6,14 @@ from datetime import timedelta
 
 import orjson
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from jobs import attempts, claims, leases, services
 from jobs.events import EventType, job_event_append
 from jobs.figures import JsonText
-from jobs.models import JobEvent, RolloutAttempt, SeedRun
+from jobs.models import EvalJob, JobEvent, RolloutAttempt, SeedRun
 from jobs.scores import Scores
 from tests.jobs.conftest import claim
 
@@ -266,6 +268,47 @@ def test_a_batch_of_results_claims_the_slots_it_frees_in_its_own_transaction(job
     )  # fmt: skip
     assert written == [False] and none.rollouts == []
     assert SeedRun.objects.get(pk=taken.id).status == "running"
+
+
+def test_a_batch_of_results_costs_the_same_round_trips_whatever_its_size(job):
+    """A worker's batch of results and the claim of its slots is a fixed number of statements
+    (each a round trip on PostgreSQL, where a busy worker waits for every one): no locking read
+    of the seed runs before their UPDATE, one savepoint (the events' numbering), and the
+    events' numbering and progress read by one statement."""
+
+    EvalJob.objects.filter(pk=job.id).update(max_concurrent=10)
+    fresh = (f"{n:064x}" for n in range(100))
+
+    def batch(limit: int) -> list[str]:
+        started = claims.rollouts_claim(
+            job_id=job.id, worker="w1", limit=limit, lease_s=60.0,
+            token_hashes=[next(fresh) for _ in range(limit)],
+        ).rollouts  # fmt: skip
+        finishes = [
+            leases.SeedFinish(seed_run.id, "succeeded", leases.SeedResult(scores=Scores(score=1)),
+                              attempt=attempts.AttemptEnd(attempt_id=a.id, status="succeeded"))
+            for seed_run, a in started
+        ]  # fmt: skip
+        with CaptureQueriesContext(connection) as queries:
+            written, _ = claims.results_write_and_claim(
+                job_id=job.id, worker="w1", finishes=finishes, limit=1, lease_s=60.0,
+                token_hashes=[next(fresh)],
+            )  # fmt: skip
+        assert written == [True] * limit
+        return [q["sql"] for q in queries.captured_queries]
+
+    batch(1)  # a job's first seed event counts the seeds over (a statement more, once)
+    one, three = batch(1), batch(3)
+    # The test runs in a transaction: the batch's own transaction is a savepoint in it.
+    ours = 1 if connection.in_atomic_block else 0
+    for sql in (one, three):
+        assert sum(s.startswith("SAVEPOINT") for s in sql) == 1 + ours
+        assert not any("jobs_seedrun" in s.split(" FROM ")[-1] and "FOR UPDATE" in s for s in sql)
+        assert sum("jobs_jobevent" in s and s.startswith("SELECT") for s in sql) == 1
+    if connection.vendor == "postgresql":  # SQLite returns an UPDATE's rows one row at a time
+        assert len(one) == len(three)
+    events = JobEvent.objects.filter(job=job, type="eval.policy.seed.completed").order_by("seq")
+    assert [e.data["completed"] for e in events] == [1, 2, 3, 4, 5]
 
 
 def test_progress_counts_on_from_the_last_seed_event_and_from_the_seeds_a_job_starts_with(job):
