@@ -15,6 +15,7 @@ from tests.support import servers
 from tests.traces.test_documents import validate
 from tests.traces.test_interceptor import MESSAGES, recorded, through
 from tests.traces.test_services import REQUEST, _attempt, _record
+from traces.calls.call_rows import call_new
 from traces.calls.recording import (
     LOST_ERROR,
     llm_call_ahead,
@@ -63,6 +64,22 @@ def test_a_row_written_ahead_is_completed_in_place_and_keeps_its_number(job):
         (second.row_id, 2, CallState.DONE),
     ]
     assert rows[1].total_tokens == 1500 and rows[1].cost_usd > 0
+
+
+def test_the_writers_calls_are_what_the_models_constructor_makes(job):
+    """`call_new` (the writer's rows, without `Model.__init__`'s work per field) makes what
+    `LLMCall(**values)` makes: every field given or at its default, a fresh default each
+    (no two rows share a mutable one), unsaved; a name that is no field is refused."""
+    record = _record(_attempt(job, 1).id, timezone.now())
+    for built in (llm_call_ahead(record=record), llm_call_build(record=record)):
+        values = {k: v for k, v in built.__dict__.items() if k != "_state"}
+        assert values == {k: v for k, v in LLMCall(**values).__dict__.items() if k != "_state"}
+        assert built._state.adding and built._state.db is None and built.pk is None
+    bare = [call_new(attempt_id=1, seq=1, started_at=timezone.now()) for _ in range(2)]
+    assert bare[0].request == {} and bare[0].request is not bare[1].request
+    assert (bare[0].kind, bare[0].state, bare[0].cost_usd) == ("policy", "done", None)
+    with pytest.raises(TypeError, match="no_such"):
+        call_new(no_such=1)
 
 
 def test_a_call_in_flight_changes_no_sum_nor_makes_the_cost_unknown(job):

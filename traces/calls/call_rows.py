@@ -12,11 +12,32 @@ from __future__ import annotations
 
 import functools
 from itertools import groupby
+from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db.models.base import ModelState
 
 from jobs.bulk import rows_params, rows_source, values_prepare
 from traces.models import LLMCall
+
+
+def call_new(**values: Any) -> LLMCall:
+    """An unsaved `LLMCall(**values)` (field attnames only), every field not given at its
+    default, without `Model.__init__`'s work per field and its signals (no receiver listens
+    to this model's): a quarter as much CPU, and the writer threads make two a call."""
+    call = LLMCall.__new__(LLMCall)
+    call._state = ModelState()
+    fields = call.__dict__
+    for attname, default in _defaults():
+        fields[attname] = values.pop(attname) if attname in values else default()
+    if values:
+        raise TypeError(f"LLMCall has no field {sorted(values)[0]!r}")
+    return call
+
+
+@functools.cache
+def _defaults() -> tuple[tuple[str, Any], ...]:
+    return tuple((f.attname, f.get_default) for f in LLMCall._meta.concrete_fields)
 
 
 def calls_number(calls: list[LLMCall]) -> None:

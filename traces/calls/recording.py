@@ -27,7 +27,13 @@ from django.db.models import F
 from jobs import figures as kept
 from jobs.models import RolloutAttempt
 from traces.calls import replay
-from traces.calls.call_rows import calls_insert, calls_insert_numbered, calls_number, calls_update
+from traces.calls.call_rows import (
+    call_new,
+    calls_insert,
+    calls_insert_numbered,
+    calls_number,
+    calls_update,
+)
 from traces.calls.pricing import usage_cost
 from traces.calls.usage import TokenUsage, sse_events, usage_estimate
 from traces.calls.wire import response_from_stream, usage_of
@@ -100,7 +106,7 @@ def llm_call_build(*, record: CallRecord) -> LLMCall:
         usage, price_provider=record.price_provider,
         model_requested=model_requested, model_answered=model_answered,
     )  # fmt: skip
-    return LLMCall(
+    return call_new(
         id=record.row_id,
         attempt_id=record.attempt_id,
         seq=0,
@@ -136,7 +142,7 @@ def llm_call_build(*, record: CallRecord) -> LLMCall:
 def llm_call_ahead(*, record: CallRecord) -> LLMCall:
     """The row of a call about to be forwarded: in flight, its usage not known yet (null, and
     not `cost_unknown`: the answer is expected)."""
-    return LLMCall(
+    return call_new(
         attempt_id=record.attempt_id,
         seq=0,
         kind=record.kind,

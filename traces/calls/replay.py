@@ -37,6 +37,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from jobs.models import AttemptStatus, EvalJob, RolloutAttempt, SeedRun
+from traces.calls.call_rows import call_new
 from traces.models import RETRIED_MARK, CallKind, CallState, LLMCall, ReplayMark
 from traces.redaction import server_redactor
 from traces.tokens import TOKEN_RE
@@ -380,7 +381,7 @@ def replayed_call(record) -> LLMCall:
     """The row of a call answered from its recording (`record.replayed`): the recorded answer
     and tokens, nothing spent."""
     rec: Recorded = record.replayed
-    return LLMCall(
+    return call_new(
         attempt_id=record.attempt_id, seq=0, kind=record.kind, provider=rec.provider,
         model_requested=str(record.request.get("model") or "")[:255],
         model_answered=rec.model_answered, stream=record.stream, route=record.route,
