@@ -142,7 +142,9 @@ def seed_runs_finish(*, worker: str, finishes: list[SeedFinish]) -> list[bool]:
     runner's `claims.results_write_and_claim`) a failure fails the caller's whole batch."""
     with transaction.atomic(savepoint=False):
         rollout_attempts_finish(ends=[f.attempt for f in finishes if f.attempt is not None])
-        results = [_result_row(f, worker) for f in finishes]
+        # In id order, the order a claim of expired leases takes its rows' locks in.
+        by_id = sorted(finishes, key=lambda f: f.seed_run_id)
+        results = [_result_row(f, worker) for f in by_id]
         held = {
             row[0]: row[1:]
             for row in rows_update(
