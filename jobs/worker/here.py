@@ -62,6 +62,7 @@ class Hand(enum.Enum):
 
     JOINED = "joined"  # the job's runner here took more slots
     BUSY = "busy"  # the job's runner here keeps up no more: another worker should lend it
+    FIRST_ELSEWHERE = "first elsewhere"  # the job runs here: another worker may be idle
     ABSENT = "absent"  # no runner here works the job (or may take a hand now): start one
 
 
@@ -82,13 +83,18 @@ class Here:
             if self._runners.get(runner.job_id) is runner:
                 del self._runners[runner.job_id]
 
-    def join(self, job_id: str) -> Hand:
+    def join(self, job_id: str, *, passed: bool = True) -> Hand:
         """Whether a runner of the job here took the hand: one still claiming (not handing
-        the job over nor draining), whose loop runs and keeps up."""
+        the job over nor draining), whose loop runs and keeps up. A hand not `passed` on yet
+        goes to the other workers first (`FIRST_ELSEWHERE`): a runner here that took every
+        hand its own process's consumer fetched first held all the job's slots in one
+        interpreter while the workers asked for stayed idle."""
         with self._lock:
             runner = self._runners.get(job_id)
             if runner is None or not runner.claiming:
                 return Hand.ABSENT
+            if not passed:
+                return Hand.FIRST_ELSEWHERE
             busy = not runner.lag.keeps_up()
             try:
                 runner.loop.call_soon_threadsafe(runner.hand_passed if busy else runner.hand_joined)

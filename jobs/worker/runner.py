@@ -75,11 +75,12 @@ def job_run(*, job_id: str, passed: bool = False) -> None:
     """Entry point of the Celery task: one slice of work on the job (counted by the worker's
     watchdog, which lets a worker that lost its consumer drain its runners), in an event loop
     of uvloop's where it is installed: asyncio's own loop and transports, in Python, were a
-    sixth of a busy worker's CPU (docs/performance.md). A hand the job's runner here could
-    not take goes back to the queue unless it was `passed` there already."""
+    sixth of a busy worker's CPU (docs/performance.md). A hand reaching the process that
+    runs the job goes back to the queue for the other workers, once (`passed`); then it
+    joins the runner here, unless that runner keeps up no more (`jobs.worker.here`)."""
     with DRAIN.runner():
-        hand = HERE.join(job_id)
-        if hand is Hand.BUSY and not passed:
+        hand = HERE.join(job_id, passed=passed)
+        if hand is Hand.FIRST_ELSEWHERE:
             job_dispatch(job_id, passed=True)
         if hand is not Hand.ABSENT:
             return

@@ -56,6 +56,10 @@ def test_a_hand_joins_a_runner_that_keeps_up_and_is_passed_on_by_one_whose_loop_
         late = _Runner("eval-b", loop, late_s=0.05)
         here.add(keeping_up)
         here.add(late)
+        # A hand goes to the other workers first, whatever the runner here.
+        assert here.join("eval-a", passed=False) is Hand.FIRST_ELSEWHERE
+        assert here.join("eval-b", passed=False) is Hand.FIRST_ELSEWHERE
+        assert here.join("eval-c", passed=False) is Hand.ABSENT
         assert here.join("eval-a") is Hand.JOINED
         assert here.join("eval-b") is Hand.BUSY
         assert here.join("eval-c") is Hand.ABSENT
