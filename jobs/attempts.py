@@ -88,7 +88,7 @@ def rollout_attempts_finish(*, ends: list[AttemptEnd]) -> None:
             ({"id": end.attempt_id, "status": AttemptStatus.RUNNING},
              {"status": end.status, "http_status": end.http_status, "error": end.error,
               "latency_ms": end.latency_ms, "finished_at": now})
-            for end in ends
+            for end in sorted(ends, key=lambda end: end.attempt_id)  # locks in id order
         ],
     )  # fmt: skip
 

@@ -194,7 +194,7 @@ class SeedRunQuerySet(models.QuerySet):
 
     def open(self) -> SeedRunQuerySet:
         """Samples with work left: their rollout, or their judgement (jobs/verifier/). A job
-        with none is over; closing a job closes every one of them (jobs.leases.samples_close)."""
+        with none is over; closing a job closes every one of them (jobs.services.job_close)."""
         return self.filter(
             models.Q(status__in=OPEN_SEED_STATUSES) | models.Q(judge_status__in=OPEN_JUDGE_STATUSES)
         )

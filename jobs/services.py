@@ -169,7 +169,7 @@ def job_numbers_fields(spec: JobSpec) -> dict[str, Any]:
 
 
 def job_cancel(*, job: EvalJob) -> EvalJob:
-    """Stop the job: no new claims, its open samples closed (`samples_close`). Workers abort
+    """Stop the job: no new claims, its open samples closed (`job_close`). Workers abort
     what is in flight when they next look at the job (every POLL_S). Never fails for
     contention: a transaction the database chose to break is tried again."""
     for attempt in range(1, CANCEL_TRIES):
@@ -183,41 +183,80 @@ def job_cancel(*, job: EvalJob) -> EvalJob:
 def _job_cancel(*, job_id: str) -> EvalJob:
     with transaction.atomic():
         # NO KEY, like every other lock on the job row: workers inserting events and seed
-        # results take key-share locks on it, which a plain FOR UPDATE would wait for while
-        # they wait for this transaction's seed rows (a deadlock on PostgreSQL).
+        # results take key-share locks on it, which a plain FOR UPDATE would wait for.
         job = EvalJob.objects.select_for_update(no_key=True).get(pk=job_id)
-        if job.is_terminal:
-            return job
-        now = timezone.now()
-        job.status = JobStatus.CANCELLED
-        job.cancel_requested_at = now
-        job.completed_at = now
-        job.save(update_fields=["status", "cancel_requested_at", "completed_at"])
-        samples_close(job_id=job.id, status=SeedStatus.CANCELLED, error="cancelled", now=now)
-        job_event_append(job_id=job.id, type=EventType.JOB_CANCELLED, data={})
+        ended = not job.is_terminal
+        if ended:
+            now = timezone.now()
+            job.status = JobStatus.CANCELLED
+            job.cancel_requested_at = now
+            job.completed_at = now
+            job.save(update_fields=["status", "cancel_requested_at", "completed_at"])
+    if job.status == JobStatus.CANCELLED:  # and again for a cancel that stopped half-way
+        job_close(
+            job_id=job.id, status=SeedStatus.CANCELLED, error="cancelled", now=job.completed_at,
+            event=(EventType.JOB_CANCELLED, {}), ended=ended,
+        )  # fmt: skip
     return job
 
 
-def samples_close(*, job_id: str, status: str, error: str, now) -> int:
+def job_close(
+    *,
+    job_id: str,
+    status: str,
+    error: str,
+    now,
+    event: tuple[EventType, dict[str, Any]],
+    ended: bool,
+) -> int:
     """Close every open sample of a job that ended early (cancelled, failed, stopped for
-    `max_failures`), by one rule: its rollouts, pending or running, end `status` with `error`
-    and give their leases up (a runner still at work on one can write nothing more: every
-    write of a result needs the lease, jobs.leases); their running attempts end `cancelled`
-    (so their interceptor URLs close); open judgements end `cancelled`. Returns the number of
-    rollouts closed. Call it in the transaction that ends the job."""
-    samples = SeedRun.objects.filter(job_id=job_id)
-    running = RolloutAttempt.objects.filter(
-        seed_run__in=samples.rollouts_open(), status=AttemptStatus.RUNNING
-    )
-    revocations.publish_on_commit(running.values_list("id", flat=True))
-    running.update(status=AttemptStatus.CANCELLED, finished_at=now, error=error)
-    closed = samples.rollouts_open().update(
-        status=status, error=error, finished_at=now, lease_owner="", lease_expires_at=None
-    )
-    samples.filter(judge_status__in=OPEN_JUDGE_STATUSES).update(
-        judge_status=JudgeStatus.CANCELLED, judge_lease_owner="", judge_lease_expires_at=None,
-        verifier_error=error,
-    )  # fmt: skip
+    `max_failures`), by one rule, and append the job's `event`: its rollouts, pending or
+    running, end `status` with `error` and give their leases up (a runner still at work on
+    one can write nothing more: every write of a result needs the lease, jobs.leases); their
+    running attempts end `cancelled` (so their interceptor URLs close); open judgements end
+    `cancelled`. Returns the number of rollouts closed.
+
+    Call it once the transaction that ended the job (under the job row's lock) has
+    committed, never inside it: a worker writing a batch of results holds its attempts' and
+    seeds' rows when it waits for the job row (to claim the next rollouts), so closing them
+    while holding the job row waits for that worker while it waits for us, a deadlock on
+    PostgreSQL. Once the job is over no claim takes a seed (claims need a running job), so
+    what is open now is all there will be. The event goes with the samples, not with the
+    job's status, for the same reason (its number may wait for a worker's event). `ended`:
+    the caller just ended the job; else the event is appended only when something was still
+    open (a close that stopped half-way, finished by calling this again). Tried again when
+    the database breaks its transaction (a deadlock with a worker's multi-row write)."""
+    for attempt in range(1, CANCEL_TRIES):
+        try:
+            return _job_close(job_id, status, error, now, event, ended)
+        except OperationalError:
+            time.sleep(0.05 * attempt)
+    return _job_close(job_id, status, error, now, event, ended)
+
+
+def _job_close(job_id: str, status: str, error: str, now, event, ended: bool) -> int:
+    with transaction.atomic():
+        samples = SeedRun.objects.filter(job_id=job_id)
+        # Their locks in id order, the order a worker's batch of results takes them in.
+        running = list(
+            RolloutAttempt.objects.select_for_update()
+            .filter(seed_run__in=samples.rollouts_open(), status=AttemptStatus.RUNNING)
+            .order_by("id")
+            .values_list("id", flat=True)
+        )
+        revocations.publish_on_commit(running)
+        RolloutAttempt.objects.filter(pk__in=running).update(
+            status=AttemptStatus.CANCELLED, finished_at=now, error=error
+        )
+        closed = samples.rollouts_open().update(
+            status=status, error=error, finished_at=now, lease_owner="", lease_expires_at=None
+        )
+        judged = samples.filter(judge_status__in=OPEN_JUDGE_STATUSES).update(
+            judge_status=JudgeStatus.CANCELLED, judge_lease_owner="", judge_lease_expires_at=None,
+            verifier_error=error,
+        )  # fmt: skip
+        if ended or closed or judged:
+            job_event_append(job_id=job_id, type=event[0], data=event[1])
     return closed
 
 
@@ -236,14 +275,15 @@ def job_start(*, job_id: str) -> EvalJob | None:
 def job_fail(*, job_id: str, error: str) -> bool:
     """The job could not run at all: failed, unfinished seeds failed with the same error."""
     now = timezone.now()
-    with transaction.atomic():
-        updated = EvalJob.objects.filter(
-            pk=job_id, status__in=[JobStatus.PENDING, JobStatus.RUNNING]
-        ).update(status=JobStatus.FAILED, error=error, completed_at=now)
-        if not updated:
-            return False
-        samples_close(job_id=job_id, status=SeedStatus.FAILED, error=error, now=now)
-        job_event_append(job_id=job_id, type=EventType.JOB_FAILED, data={"error": error})
+    updated = EvalJob.objects.filter(
+        pk=job_id, status__in=[JobStatus.PENDING, JobStatus.RUNNING]
+    ).update(status=JobStatus.FAILED, error=error, completed_at=now)
+    if not updated:
+        return False
+    job_close(
+        job_id=job_id, status=SeedStatus.FAILED, error=error, now=now,
+        event=(EventType.JOB_FAILED, {"error": error}), ended=True,
+    )  # fmt: skip
     return True
 
 

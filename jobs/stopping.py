@@ -11,9 +11,9 @@ from collections import Counter
 from django.db import transaction
 from django.utils import timezone
 
-from jobs.events import EventType, job_event_append
+from jobs.events import EventType
 from jobs.models import EvalJob, JobStatus, SeedRun, SeedStatus
-from jobs.services import samples_close
+from jobs.services import job_close
 
 STOPPED = "cancelled: the job failed more samples than max_failures allows"
 
@@ -49,8 +49,8 @@ def job_stop_if_broken(*, job_id: str) -> bool:
         )
         job.completed_at = timezone.now()
         job.save(update_fields=["status", "error", "completed_at"])
-        samples_close(
-            job_id=job_id, status=SeedStatus.CANCELLED, error=STOPPED, now=job.completed_at
-        )
-        job_event_append(job_id=job_id, type=EventType.JOB_FAILED, data={"error": job.error})
+    job_close(
+        job_id=job_id, status=SeedStatus.CANCELLED, error=STOPPED, now=job.completed_at,
+        event=(EventType.JOB_FAILED, {"error": job.error}), ended=True,
+    )  # fmt: skip
     return True

@@ -366,7 +366,7 @@ class JobRunner:
 
     async def _abort_all(self) -> None:
         """The job is over (cancelled, failed, stopped): what is in flight stops. Closing the
-        job closed its samples already (jobs.services.samples_close)."""
+        job closed its samples already (jobs.services.job_close)."""
         if aborted := await self._in_flight_cancel():
             log.info("job %s is over: aborted %d rollouts and judgements", self.job_id, aborted)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from datetime import timedelta
 
 import pytest
@@ -10,8 +11,9 @@ from django.contrib.auth import get_user_model
 from django.db import connection, connections, transaction
 from django.utils import timezone
 
-from jobs import attempts, leases, services
+from jobs import attempts, claims, leases, services
 from jobs.models import EvalJob, JobEvent, RolloutAttempt, SeedRun
+from jobs.scores import Scores
 from tests.jobs.conftest import claim
 from traces.results.totals import job_summary
 
@@ -100,6 +102,84 @@ def test_cancel_does_not_wait_for_workers_writing_rows_that_reference_the_job(jo
         writer.join()
     assert EvalJob.objects.get(pk=job.pk).status == "cancelled"
     assert not SeedRun.objects.filter(job=job, status="pending").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_cancel_and_a_workers_results_waiting_for_the_job_row_both_go_through(job):
+    """A worker's batch of results holds its attempts' and seeds' rows when it waits for the
+    job row to claim again. Cancel held the job row while it closed those rows: each waited
+    for the other, and PostgreSQL broke the cancel (every try, under a busy job). The job row
+    is let go before the samples close: both finish, the results written before the close."""
+    if connection.vendor != "postgresql":
+        pytest.skip("row locks are PostgreSQL's")
+    first = claims.rollouts_claim(
+        job_id=job.id, worker="w1", limit=2, lease_s=60.0, token_hashes=["a" * 64, "b" * 64]
+    ).rollouts
+    finishes = [
+        leases.SeedFinish(seed_run.id, "succeeded", leases.SeedResult(scores=Scores(score=1.0)),
+                          attempt=attempts.AttemptEnd(attempt_id=a.id, status="succeeded"))
+        for seed_run, a in first
+    ]  # fmt: skip
+    holding, release, errors = threading.Event(), threading.Event(), []
+
+    def another_claim():  # holds the job row until released
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("SELECT 1 FROM jobs_evaljob WHERE id = %s FOR NO KEY UPDATE", [job.pk])
+            holding.set()
+            release.wait(30)
+
+    def batch():
+        claims.results_write_and_claim(
+            job_id=job.id, worker="w1", finishes=finishes, limit=2, lease_s=60.0,
+            token_hashes=["c" * 64, "d" * 64],
+        )  # fmt: skip
+
+    threads = [_thread(another_claim, errors)]
+    assert holding.wait(10)
+    # One try, not job_cancel's retries: a deadlock broken and tried again is what is tested.
+    threads.append(_thread(lambda: services._job_cancel(job_id=job.id), errors))
+    _until_waiting_for_locks(1)
+    threads.append(_thread(batch, errors))
+    _until_waiting_for_locks(2)  # the batch wrote its results and waits for the job row
+    release.set()
+    for thread in threads:
+        thread.join(20)
+    assert not any(thread.is_alive() for thread in threads)
+    assert errors == []
+    assert EvalJob.objects.get(pk=job.pk).status == "cancelled"
+    statuses = sorted(SeedRun.objects.filter(job=job).values_list("status", flat=True))
+    assert statuses == ["cancelled"] * 8 + ["succeeded"] * 2
+    assert not RolloutAttempt.objects.filter(seed_run__job=job, status="running").exists()
+    assert JobEvent.objects.filter(job=job, type="eval.policy.job.cancelled").count() == 1
+
+
+def _thread(call, errors: list) -> threading.Thread:
+    def run():
+        try:
+            call()
+        except Exception as exc:  # noqa: BLE001 - the test asserts there were none
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def _until_waiting_for_locks(count: int) -> None:
+    """Until `count` sessions of this database wait for a lock."""
+    deadline = time.monotonic() + 10
+    with connection.cursor() as cursor:
+        while time.monotonic() < deadline:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            )
+            if cursor.fetchone()[0] >= count:
+                return
+            time.sleep(0.02)
+    raise AssertionError(f"{count} sessions never waited for a lock")
 
 
 def test_redispatch_ends_the_leases_of_a_worker_whose_heartbeats_stopped(job, settings):
