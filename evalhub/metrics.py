@@ -85,8 +85,22 @@ OTEL_DROPPED = Counter(
 )
 
 _models: set[str] = set()
-# (provider, model, status) -> its counter: a dictionary look-up per call, no lock.
-_call_counters: dict[tuple, Counter] = {}
+# (metric, *its labels) -> its child: a dictionary look-up per use, no lock, where `labels`
+# validates, locks and looks up (2% of a busy runner's loop). Bounded: callers' words (model
+# names) never grow it for ever; past the bound a child is looked up each time.
+_children: dict[tuple, Any] = {}
+MAX_CHILDREN = 4 * MAX_MODELS + 64
+
+
+def _child(metric, *labels, make=None):
+    """`metric`'s child of `labels`, made by `make()` (else `metric.labels(*labels)`)."""
+    key = (metric, *labels)
+    child = _children.get(key)
+    if child is None:
+        child = make() if make is not None else metric.labels(*labels)
+        if len(_children) < MAX_CHILDREN:
+            _children[key] = child
+    return child
 
 
 def llm_call_count(
@@ -94,13 +108,8 @@ def llm_call_count(
 ) -> None:
     """One recorded call (the interceptor's `submit`); `answered_by` is "provider",
     "recording" or "evalhub"."""
-    key = (provider, model if isinstance(model, str) else str(model or ""), status, answered_by)
-    counter = _call_counters.get(key)
-    if counter is None:
-        counter = _call_counter(*key)
-        if len(_call_counters) < 4 * MAX_MODELS:  # callers' words never grow it for ever
-            _call_counters[key] = counter
-    counter.inc()
+    labels = (provider, model if isinstance(model, str) else str(model or ""), status, answered_by)
+    _child(LLM_CALLS, *labels, make=lambda: _call_counter(*labels)).inc()
 
 
 def _call_counter(provider: str, model: str, status: int | None, answered_by: str) -> Counter:
@@ -115,18 +124,6 @@ def _call_counter(provider: str, model: str, status: int | None, answered_by: st
 
 def interceptor_added_observe(seconds: float) -> None:
     INTERCEPTOR_ADDED.observe(max(0.0, seconds))
-
-
-# (metric, label) -> its child, for labels of a few values of ours (job kinds, queues): a
-# dictionary look-up where `labels` validates, locks and looks up (2% of a busy runner's loop).
-_children: dict[tuple, Any] = {}
-
-
-def _child(metric, label: str):
-    child = _children.get((metric, label))
-    if child is None:
-        child = _children[(metric, label)] = metric.labels(label)
-    return child
 
 
 def rollout_started(*, kind: str) -> None:

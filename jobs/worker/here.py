@@ -83,7 +83,7 @@ class Here:
             if self._runners.get(runner.job_id) is runner:
                 del self._runners[runner.job_id]
 
-    def join(self, job_id: str, *, passed: bool = True) -> Hand:
+    def join(self, job_id: str, *, passed: bool) -> Hand:
         """Whether a runner of the job here took the hand: one still claiming (not handing
         the job over nor draining), whose loop runs and keeps up. A hand not `passed` on yet
         goes to the other workers first (`FIRST_ELSEWHERE`): a runner here that took every

@@ -60,11 +60,11 @@ def test_a_hand_joins_a_runner_that_keeps_up_and_is_passed_on_by_one_whose_loop_
         assert here.join("eval-a", passed=False) is Hand.FIRST_ELSEWHERE
         assert here.join("eval-b", passed=False) is Hand.FIRST_ELSEWHERE
         assert here.join("eval-c", passed=False) is Hand.ABSENT
-        assert here.join("eval-a") is Hand.JOINED
-        assert here.join("eval-b") is Hand.BUSY
-        assert here.join("eval-c") is Hand.ABSENT
+        assert here.join("eval-a", passed=True) is Hand.JOINED
+        assert here.join("eval-b", passed=True) is Hand.BUSY
+        assert here.join("eval-c", passed=True) is Hand.ABSENT
         late.claiming = False  # handing the job over or draining: a new runner may start
-        assert here.join("eval-b") is Hand.ABSENT
+        assert here.join("eval-b", passed=True) is Hand.ABSENT
         asyncio.run_coroutine_threadsafe(asyncio.sleep(0), loop).result(timeout=5)
         assert keeping_up.calls == ["joined"] and late.calls == ["passed"]
     finally:
