@@ -273,18 +273,20 @@ def job_start(*, job_id: str) -> EvalJob | None:
 
 
 def job_fail(*, job_id: str, error: str) -> bool:
-    """The job could not run at all: failed, unfinished seeds failed with the same error."""
+    """The job could not run at all: failed, unfinished seeds failed with the same error.
+    Called again for a failed job (a runner's database call tried again), it finishes the
+    close of its samples if that stopped half-way."""
     now = timezone.now()
     updated = EvalJob.objects.filter(
         pk=job_id, status__in=[JobStatus.PENDING, JobStatus.RUNNING]
     ).update(status=JobStatus.FAILED, error=error, completed_at=now)
-    if not updated:
+    if not updated and not EvalJob.objects.filter(pk=job_id, status=JobStatus.FAILED).exists():
         return False
     job_close(
         job_id=job_id, status=SeedStatus.FAILED, error=error, now=now,
-        event=(EventType.JOB_FAILED, {"error": error}), ended=True,
+        event=(EventType.JOB_FAILED, {"error": error}), ended=bool(updated),
     )  # fmt: skip
-    return True
+    return bool(updated)
 
 
 def job_heartbeat(*, job_id: str) -> str | None:

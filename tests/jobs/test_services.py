@@ -104,6 +104,29 @@ def test_cancel_does_not_wait_for_workers_writing_rows_that_reference_the_job(jo
     assert not SeedRun.objects.filter(job=job, status="pending").exists()
 
 
+def test_ending_a_job_again_finishes_a_close_that_stopped_half_way(job):
+    """The job's status and the close of its samples are two transactions: a process stopped
+    between them left the job over with samples open; cancelling (or failing) it again closes
+    them and says so once, and a job closed already gets no second event."""
+    (sr,) = claim(job, "w1", limit=1)
+    attempts.rollout_attempt_start(seed_run=sr, token_hash="c" * 64)
+    EvalJob.objects.filter(pk=job.pk).update(status="cancelled", completed_at=timezone.now())
+    services.job_cancel(job=job)
+    services.job_cancel(job=job)
+    assert not SeedRun.objects.filter(job=job).open().exists()
+    assert RolloutAttempt.objects.get(seed_run=sr).status == "cancelled"
+    assert JobEvent.objects.filter(job=job, type="eval.policy.job.cancelled").count() == 1
+
+    other = services.job_start(job_id=services.job_create(owner=job.owner, spec=services.JobSpec(
+        task_app_url="http://127.0.0.1:9", seeds=[1, 2])).id)  # fmt: skip
+    EvalJob.objects.filter(pk=other.pk).update(status="failed", error="boom")
+    assert services.job_fail(job_id=other.id, error="boom") is False  # it was over already
+    assert set(SeedRun.objects.filter(job=other).values_list("status", "error")) == {
+        ("failed", "boom")
+    }
+    assert JobEvent.objects.filter(job=other, type="eval.policy.job.failed").count() == 1
+
+
 @pytest.mark.django_db(transaction=True)
 def test_cancel_and_a_workers_results_waiting_for_the_job_row_both_go_through(job):
     """A worker's batch of results holds its attempts' and seeds' rows when it waits for the
