@@ -33,33 +33,60 @@ class BoundedJSONParser(JSONParser):
 
 
 def json_value_problem(value: Any, *, max_depth: int = MAX_JSON_DEPTH) -> str | None:
-    """Why `value` cannot be stored as it is, or None. Walks iteratively: no depth breaks it."""
+    """Why `value` cannot be stored as it is, or None. Walks iteratively (no depth breaks it),
+    pushing only containers: a value of the plain JSON types is checked where it is met (an
+    ASCII string by a flag of its own, not a copy). Runs on every rollout's metrics and trace,
+    megabytes for some task apps: twice as fast as pushing every value."""
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
-        if isinstance(item, str):
-            if problem := text_problem(item):
-                return problem
-        elif isinstance(item, dict | list):
+        kind = type(item)
+        if kind is dict or kind is list or isinstance(item, dict | list):
             if depth > max_depth:
                 return f"is nested deeper than {max_depth} levels"
             if isinstance(item, dict):
                 for key in item:
-                    if problem := text_problem(str(key)):
+                    if problem := text_problem(key if type(key) is str else str(key)):
                         return f"has a key that {problem.removeprefix('has ')}"
-                stack.extend((v, depth + 1) for v in item.values())
+                children = item.values()
             else:
-                stack.extend((v, depth + 1) for v in item)
-        elif isinstance(item, float) and not math.isfinite(item):
-            return f"has {item!r}, which JSON cannot hold"
-        elif isinstance(item, int) and not isinstance(item, bool) and abs(item) > INT64_MAX:
-            return "has an integer beyond 64 bits"
+                children = item
+            for child in children:
+                kind = type(child)
+                if kind is str:
+                    if "\x00" in child or not child.isascii():  # else nothing to check
+                        if problem := text_problem(child):
+                            return problem
+                elif kind is dict or kind is list:
+                    stack.append((child, depth + 1))
+                elif kind is int:
+                    if child > INT64_MAX or child < -INT64_MAX:
+                        return "has an integer beyond 64 bits"
+                elif kind is float:
+                    if child - child != 0.0:  # NaN or an infinity
+                        return f"has {child!r}, which JSON cannot hold"
+                elif child is not None and kind is not bool:
+                    stack.append((child, depth + 1))  # a subclass: the generic checks below
+        elif problem := _scalar_problem(item):
+            return problem
+    return None
+
+
+def _scalar_problem(item: Any) -> str | None:
+    if isinstance(item, str):
+        return text_problem(item)
+    if isinstance(item, float) and not math.isfinite(item):
+        return f"has {item!r}, which JSON cannot hold"
+    if isinstance(item, int) and not isinstance(item, bool) and abs(item) > INT64_MAX:
+        return "has an integer beyond 64 bits"
     return None
 
 
 def text_problem(text: str) -> str | None:
     if "\x00" in text:
         return "has a NUL character (\\u0000)"
+    if text.isascii():  # no surrogate in it: a flag of the string's, not a scan
+        return None
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
