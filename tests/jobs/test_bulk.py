@@ -72,6 +72,21 @@ def test_json_values_inserted_read_back_as_written(job):
     assert [JobEvent.objects.get(pk=i).data for i in ids] == data
 
 
+def test_json_values_orjson_refuses_are_written_by_their_field_and_nan_is_null(job):
+    """JSON values are encoded by orjson; what it refuses (a key that is not a string, an
+    integer beyond 64 bits) goes through the field as before, and a NaN, which JSON has not,
+    is null (the field wrote `NaN`, which PostgreSQL refuses)."""
+    data = [{1: "a key that is a number"}, {"big": [2**70]}, {"nan": [float("nan"), 1.5]}]
+    rows = [(job.id, 300 + n, "test.event", d, datetime.now(UTC)) for n, d in enumerate(data)]
+    ids = rows_insert(JobEvent, ("job_id", "seq", "type", "data", "created_at"), rows)
+    assert [JobEvent.objects.get(pk=i).data for i in ids] == [
+        {"1": "a key that is a number"}, {"big": [2**70]}, {"nan": [None, 1.5]}
+    ]  # fmt: skip
+    # An update, through the same preparation.
+    rows_update(JobEvent, [({"id": ids[0]}, {"data": {"list": [{2: 3}]}})])
+    assert JobEvent.objects.get(pk=ids[0]).data == {"list": [{"2": 3}]}
+
+
 def test_rows_inserted_with_update_on_replace_the_rows_they_meet(job):
     """As bulk_create(update_conflicts=True): a row whose unique value is taken updates the
     row there (its other columns), a new one is inserted; ids come back in order."""
