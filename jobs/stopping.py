@@ -16,6 +16,8 @@ from jobs.models import EvalJob, JobStatus, SeedRun, SeedStatus
 from jobs.services import job_close
 
 STOPPED = "cancelled: the job failed more samples than max_failures allows"
+# In the error of a job this module stopped.
+MARK = "samples failed, more than max_failures"
 
 
 def failure_limit(job: EvalJob) -> int | None:
@@ -28,29 +30,34 @@ def failure_limit(job: EvalJob) -> int | None:
 
 
 def job_stop_if_broken(*, job_id: str) -> bool:
-    """End the job `failed` if more samples failed than its `max_failures`; True if it did."""
+    """End the job `failed` if more samples failed than its `max_failures`; True if it did.
+    Called again for a job it stopped (a runner's database call tried again), it finishes the
+    close of the job's samples if that stopped half-way."""
     with transaction.atomic():
         job = EvalJob.objects.select_for_update(no_key=True).filter(pk=job_id).first()
-        if job is None or job.status != JobStatus.RUNNING:
+        if job is None:
             return False
-        limit = failure_limit(job)
-        if limit is None:
-            return False
-        failed = SeedRun.objects.filter(job_id=job_id, status=SeedStatus.FAILED)
-        count = failed.count()
-        if count <= limit:
-            return False
-        errors = Counter(failed.values_list("error", flat=True))
-        common, times = errors.most_common(1)[0]
-        job.status = JobStatus.FAILED
-        job.error = (
-            f"{count} of {job.num_samples} samples failed, more than max_failures "
-            f"({limit}); most common error ({times}x): {common}"
-        )
-        job.completed_at = timezone.now()
-        job.save(update_fields=["status", "error", "completed_at"])
+        stopped_before = job.status == JobStatus.FAILED and MARK in (job.error or "")
+        if not stopped_before:
+            if job.status != JobStatus.RUNNING or (error := _broken(job)) is None:
+                return False
+            job.status, job.error, job.completed_at = JobStatus.FAILED, error, timezone.now()
+            job.save(update_fields=["status", "error", "completed_at"])
     job_close(
         job_id=job_id, status=SeedStatus.CANCELLED, error=STOPPED, now=job.completed_at,
-        event=(EventType.JOB_FAILED, {"error": job.error}), ended=True,
+        event=(EventType.JOB_FAILED, {"error": job.error}), ended=not stopped_before,
     )  # fmt: skip
-    return True
+    return not stopped_before
+
+
+def _broken(job: EvalJob) -> str | None:
+    """The job's error if more samples failed than it tolerates, else None."""
+    limit = failure_limit(job)
+    if limit is None:
+        return None
+    failed = SeedRun.objects.filter(job_id=job.id, status=SeedStatus.FAILED)
+    count = failed.count()
+    if count <= limit:
+        return None
+    common, times = Counter(failed.values_list("error", flat=True)).most_common(1)[0]
+    return f"{count} of {job.num_samples} {MARK} ({limit}); most common error ({times}x): {common}"

@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection, connections, transaction
 from django.utils import timezone
 
-from jobs import attempts, claims, leases, services
+from jobs import attempts, claims, leases, services, stopping
 from jobs.models import EvalJob, JobEvent, RolloutAttempt, SeedRun
 from jobs.scores import Scores
 from tests.jobs.conftest import claim
@@ -125,6 +125,19 @@ def test_ending_a_job_again_finishes_a_close_that_stopped_half_way(job):
         ("failed", "boom")
     }
     assert JobEvent.objects.filter(job=other, type="eval.policy.job.failed").count() == 1
+
+    # Stopped for max_failures, its close cut short: stopping it again closes its samples.
+    broken = services.job_start(job_id=services.job_create(owner=job.owner, spec=services.JobSpec(
+        task_app_url="http://127.0.0.1:9", seeds=[1, 2, 3], max_failures=0)).id)  # fmt: skip
+    SeedRun.objects.filter(job=broken, seed=1).update(status="failed", error="boom")
+    error = f"1 of 3 {stopping.MARK} (0); most common error (1x): boom"
+    EvalJob.objects.filter(pk=broken.pk).update(status="failed", error=error)
+    for _ in range(2):
+        assert stopping.job_stop_if_broken(job_id=broken.id) is False  # stopped before
+    assert sorted(SeedRun.objects.filter(job=broken).values_list("status", flat=True)) == [
+        "cancelled", "cancelled", "failed"
+    ]  # fmt: skip
+    assert JobEvent.objects.filter(job=broken, type="eval.policy.job.failed").count() == 1
 
 
 @pytest.mark.django_db(transaction=True)
