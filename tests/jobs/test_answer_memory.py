@@ -31,7 +31,7 @@ BUDGET = 256 * 2**20
 # bytes, and its text: never charged, they live only while a thread parses it) and the
 # allocator's slack. Measured over the start-up peak with a budget of 256 MiB: 247 MiB on
 # SQLite, 306 MiB on PostgreSQL; 756 MiB on SQLite without the budget, 485 MiB on PostgreSQL
-# when a batch of results went as one statement (jobs.bulk.STATEMENT_BYTES).
+# when a batch of results went as one statement (jobs.bulk_values.STATEMENT_BYTES).
 SLACK = 120 * 2**20
 WORDS = ("alpha", "beta", "gamma", "delta", "tool", "observation", "reward", "the", "state")
 

@@ -9,8 +9,9 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from jobs import bulk
-from jobs.bulk import rows_insert, rows_update, values_prepare
+from jobs import bulk_values
+from jobs.bulk import rows_insert, rows_update
+from jobs.bulk_values import values_prepare
 from jobs.models import AttemptStatus, JobEvent, RolloutAttempt, SeedRun, SeedStatus
 from tests.jobs.conftest import claim
 from traces.models import TraceMember
@@ -159,10 +160,10 @@ def test_rows_updated_return_what_was_written_and_only_that(job):
 
 def test_rows_updated_beyond_a_statements_size_go_in_several_and_all_land(job, monkeypatch):
     """On PostgreSQL `rows_update` sends rows in JSON documents of about
-    `jobs.bulk.STATEMENT_BYTES` (a bigger row alone: its copies in the statement must not
+    `jobs.bulk_values.STATEMENT_BYTES` (a bigger row alone: its copies in the statement must not
     grow with the batch), the row without an exact JSON form as arrays between them; every
     row is written all the same."""
-    monkeypatch.setattr(bulk, "STATEMENT_BYTES", 300)
+    monkeypatch.setattr(bulk_values, "STATEMENT_BYTES", 300)
     held = claim(job, "w1", limit=3)
     big = {"text": "x" * 400}
     scores = [0.25, float("nan"), 0.75]

@@ -3,7 +3,7 @@
 
 Every statement is written out rather than built by the ORM: a lone call's ORM aggregate and
 `bulk_create` cost several times the database work. On PostgreSQL a batch's rows go as one
-parameter, a JSON document orjson writes in C (`jobs.bulk.rows_params`, read by
+parameter, a JSON document orjson writes in C (`jobs.bulk_values.rows_params`, read by
 `jobs.bulk.rows_source`): psycopg quoted every value in Python, and escaped every double quote
 of the big request and response documents with a regular expression, most of a web process's
 CPU per proxied call. SQLite keeps its executemany and multi-row INSERTs."""
@@ -17,7 +17,8 @@ from typing import Any
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models.base import ModelState
 
-from jobs.bulk import rows_params, rows_source, values_prepare
+from jobs.bulk import rows_source
+from jobs.bulk_values import rows_params, values_prepare
 from traces.models import LLMCall
 
 
@@ -113,7 +114,7 @@ def _number_places(calls: list[LLMCall]) -> None:
 
 def _execute_rows(conn, kind: str, calls: list[LLMCall]) -> tuple[list[tuple], int]:
     """PostgreSQL: one statement of `kind` (`_rows_statement`) for all `calls`, their rows one
-    parameter (`jobs.bulk.rows_params`); (the rows it returned, how many it changed)."""
+    parameter (`jobs.bulk_values.rows_params`); (the rows it returned, how many it changed)."""
     fields = _rows_statement(kind, True)[0]
     doc, params = rows_params(fields, [[getattr(c, f.attname) for f in fields] for c in calls])
     with conn.cursor() as cursor:
