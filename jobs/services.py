@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
@@ -36,6 +36,7 @@ from jobs.models import (
 )
 
 CANCEL_TRIES = 5
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -172,12 +173,7 @@ def job_cancel(*, job: EvalJob) -> EvalJob:
     """Stop the job: no new claims, its open samples closed (`job_close`). Workers abort
     what is in flight when they next look at the job (every POLL_S). Never fails for
     contention: a transaction the database chose to break is tried again."""
-    for attempt in range(1, CANCEL_TRIES):
-        try:
-            return _job_cancel(job_id=job.pk)
-        except OperationalError:  # deadlock or serialization failure: workers write meanwhile
-            time.sleep(0.05 * attempt)
-    return _job_cancel(job_id=job.pk)  # the last try raises what it meets
+    return _tried_again(lambda: _job_cancel(job_id=job.pk))
 
 
 def _job_cancel(*, job_id: str) -> EvalJob:
@@ -193,11 +189,20 @@ def _job_cancel(*, job_id: str) -> EvalJob:
             job.completed_at = now
             job.save(update_fields=["status", "cancel_requested_at", "completed_at"])
     if job.status == JobStatus.CANCELLED:  # and again for a cancel that stopped half-way
-        job_close(
-            job_id=job.id, status=SeedStatus.CANCELLED, error="cancelled", now=job.completed_at,
-            event=(EventType.JOB_CANCELLED, {}), ended=ended,
-        )  # fmt: skip
+        _job_close(job.id, SeedStatus.CANCELLED, "cancelled", job.completed_at,
+                   (EventType.JOB_CANCELLED, {}), ended)  # fmt: skip
     return job
+
+
+def _tried_again(call: Callable[[], _T]) -> _T:
+    """`call()`, tried again when the database breaks its transaction (a deadlock or a
+    serialization failure with workers writing meanwhile); the last try raises what it meets."""
+    for attempt in range(1, CANCEL_TRIES):
+        try:
+            return call()
+        except OperationalError:
+            time.sleep(0.05 * attempt)
+    return call()
 
 
 def job_close(
@@ -226,12 +231,7 @@ def job_close(
     the caller just ended the job; else the event is appended only when something was still
     open (a close that stopped half-way, finished by calling this again). Tried again when
     the database breaks its transaction (a deadlock with a worker's multi-row write)."""
-    for attempt in range(1, CANCEL_TRIES):
-        try:
-            return _job_close(job_id, status, error, now, event, ended)
-        except OperationalError:
-            time.sleep(0.05 * attempt)
-    return _job_close(job_id, status, error, now, event, ended)
+    return _tried_again(lambda: _job_close(job_id, status, error, now, event, ended))
 
 
 def _job_close(job_id: str, status: str, error: str, now, event, ended: bool) -> int:
