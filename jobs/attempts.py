@@ -74,15 +74,19 @@ def attempts_create(seed_runs, token_hashes: list[str], *, worker: str) -> list[
     return [Started(i, row[2], row[3]) for i, row in zip(ids, rows, strict=True)]
 
 
-def rollout_attempt_finish(*, end: AttemptEnd) -> None:
-    rollout_attempts_finish(ends=[end])
+def rollout_attempt_finish(*, end: AttemptEnd) -> bool:
+    """`rollout_attempts_finish` of one attempt: whether it was still running."""
+    return bool(rollout_attempts_finish(ends=[end]))
 
 
-def rollout_attempts_finish(*, ends: list[AttemptEnd]) -> None:
+def rollout_attempts_finish(*, ends: list[AttemptEnd]) -> set[int]:
     """Record how the attempts ended: one statement, run for each. Their worker published
-    the ends (evalhub.revocations) as it learnt them, before this write."""
+    the ends (evalhub.revocations) as it learnt them, before this write. Returns the ids of
+    those that were still running: an attempt abandoned meanwhile (its lease ran out and a
+    claim took its seed again, or its job was closed) keeps its end, and its result is not
+    the seed's (`jobs.leases.seed_runs_finish`)."""
     now = timezone.now()
-    rows_update(
+    rows = rows_update(
         RolloutAttempt,
         [
             ({"id": end.attempt_id, "status": AttemptStatus.RUNNING},
@@ -90,7 +94,9 @@ def rollout_attempts_finish(*, ends: list[AttemptEnd]) -> None:
               "latency_ms": end.latency_ms, "finished_at": now})
             for end in sorted(ends, key=lambda end: end.attempt_id)  # locks in id order
         ],
+        returning=("id",),
     )  # fmt: skip
+    return {row[0] for row in rows}
 
 
 def attempts_abandon(*, seed_run_ids: list[int], error: str) -> None:

@@ -139,11 +139,17 @@ def seed_runs_finish(*, worker: str, finishes: list[SeedFinish]) -> list[bool]:
     statement writes every result to the seed runs `worker` still holds and returns what
     their events need of them (a SELECT ... FOR UPDATE of them before it was a round trip
     more of a batch's dozen). No savepoint of its own: inside a caller's transaction (the
-    runner's `claims.results_write_and_claim`) a failure fails the caller's whole batch."""
+    runner's `claims.results_write_and_claim`) a failure fails the caller's whole batch.
+    A result whose attempt was no longer running is not written: a claim took its seed again
+    after the lease ran out (while the database was away, say), possibly by this worker, whose
+    new attempt's result may be in the same batch."""
     with transaction.atomic(savepoint=False):
-        rollout_attempts_finish(ends=[f.attempt for f in finishes if f.attempt is not None])
+        running = rollout_attempts_finish(
+            ends=[f.attempt for f in finishes if f.attempt is not None]
+        )
+        current = [f for f in finishes if f.attempt is None or f.attempt.attempt_id in running]
         # In id order, the order a claim of expired leases takes its rows' locks in.
-        by_id = sorted(finishes, key=lambda f: f.seed_run_id)
+        by_id = sorted(current, key=lambda f: f.seed_run_id)
         results = [_result_row(f, worker) for f in by_id]
         held = {
             row[0]: row[1:]
@@ -151,15 +157,15 @@ def seed_runs_finish(*, worker: str, finishes: list[SeedFinish]) -> list[bool]:
                 SeedRun, results, returning=("id", "job_id", "seed", "repeat", "attempts")
             )
         }
-        written = [f.seed_run_id in held for f in finishes]
-        if held:
+        ours = [f for f in current if f.seed_run_id in held]
+        if ours:
             # Each event says what was just written: the rows are not read again for it.
             seed_events_append(
-                seed_run_ids=[f.seed_run_id for f in finishes if f.seed_run_id in held],
-                rows={f.seed_run_id: _event_row(f, *held[f.seed_run_id]) for f in finishes
-                      if f.seed_run_id in held},
-            )  # fmt: skip
-    return written
+                seed_run_ids=[f.seed_run_id for f in ours],
+                rows={f.seed_run_id: _event_row(f, *held[f.seed_run_id]) for f in ours},
+            )
+    written = {id(f) for f in ours}
+    return [id(f) in written for f in finishes]
 
 
 def _event_row(finish: SeedFinish, job_id: str, seed: int, repeat: int, attempts: int) -> tuple:
@@ -204,8 +210,8 @@ def seed_run_retry_later(
     counter = {True: "failures", False: "losses", None: ""}[charged]
     counted = {counter: F(counter) + 1} if counter else {}
     with transaction.atomic():
-        if attempt is not None:
-            rollout_attempt_finish(end=attempt)
+        if attempt is not None and not rollout_attempt_finish(end=attempt):
+            return False  # abandoned meanwhile: the seed is another attempt's now
         updated = _release(
             _held_seed_runs(seed_run_ids=[seed_run_id], worker=worker),
             status=SeedStatus.PENDING,

@@ -309,8 +309,9 @@ class JobRunner:
             log.warning("job %s: %s %s claimed as the runner ended", self.job_id, *key)
 
     def _start(self, key: tuple[str, int], work) -> None:
-        task = asyncio.create_task(work)
-        self.in_flight[key] = task
+        if superseded := self.in_flight.get(key):  # its lease lapsed and we took it again:
+            superseded.cancel()  # that attempt was abandoned, its result would be refused
+        self.in_flight[key] = task = asyncio.create_task(work)
         self.started += 1
         self.held_most = max(self.held_most, len(self.in_flight))
 

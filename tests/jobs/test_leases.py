@@ -230,6 +230,44 @@ def test_results_written_together_are_one_event_each_in_order_and_only_if_still_
     assert set(RolloutAttempt.objects.values_list("status", flat=True)) == {"succeeded"}
 
 
+def test_a_seed_taken_again_by_its_own_worker_gets_one_result_from_its_new_attempt(job):
+    """The database was away longer than a lease: renewals failed, the lease ran out and the
+    worker's next claim took the seed again, a second attempt, while the first still ran.
+    Both results can reach one batch: only the running attempt's is written, with one event;
+    the abandoned attempt's result and its retry are refused."""
+    fresh = iter(f"{n}" * 64 for n in range(4))
+    [(seed_run, first)] = claims.rollouts_claim(
+        job_id=job.id, worker="w1", limit=1, lease_s=60.0, token_hashes=[next(fresh)]
+    ).rollouts
+    SeedRun.objects.filter(pk=seed_run.id).update(lease_expires_at=timezone.now())
+    again = claims.rollouts_claim(
+        job_id=job.id, worker="w1", limit=1, lease_s=60.0, token_hashes=[next(fresh)]
+    ).rollouts
+    [(taken, second)] = [(sr, a) for sr, a in again if sr.id == seed_run.id]
+    assert (first.number, second.number) == (1, 2)
+
+    def finish(attempt, score: float) -> leases.SeedFinish:
+        end = attempts.AttemptEnd(attempt_id=attempt.id, status="succeeded")
+        return leases.SeedFinish(seed_run.id, "succeeded",
+                                 leases.SeedResult(scores=Scores(score=score)), attempt=end)  # fmt: skip
+
+    assert not leases.seed_run_retry_later(
+        seed_run_id=seed_run.id, worker="w1", delay_s=0, error="HTTP 503",
+        attempt=attempts.AttemptEnd(attempt_id=first.id, status="failed"),
+    )  # fmt: skip
+    assert SeedRun.objects.get(pk=seed_run.id).status == "running"
+    written = leases.seed_runs_finish(
+        worker="w1", finishes=[finish(first, 0.0), finish(second, 1.0)]
+    )
+    assert written == [False, True]
+    row = SeedRun.objects.get(pk=seed_run.id)
+    assert (row.status, row.score, row.attempts, row.failures) == ("succeeded", 1.0, 2, 0)
+    events = JobEvent.objects.filter(job=job, type="eval.policy.seed.completed")
+    assert [(e.data["seed"], e.data["attempts"]) for e in events] == [(row.seed, 2)]
+    ends = RolloutAttempt.objects.filter(seed_run_id=seed_run.id).order_by("number")
+    assert list(ends.values_list("status", flat=True)) == ["abandoned", "succeeded"]
+
+
 def test_a_batch_of_results_claims_the_slots_it_frees_in_its_own_transaction(job):
     """Results written and their slots taken again at once: `max_concurrent` (3) counts the
     seeds just finished as free, never the one another runner holds, and a result that is not
