@@ -127,9 +127,9 @@ def _claimed(
     # NO KEY: inserting an event takes a key-share lock on the job row, which must not
     # wait for a claim (a claim may wait for that event's seed row: a deadlock).
     locked = EvalJob.objects.select_for_update(no_key=True).filter(pk=job_id)
-    job = locked.values("status", "max_concurrent").first()
-    if job is None or job["status"] != JobStatus.RUNNING:
-        return [], 0
+    job = locked.values("status", "max_concurrent", "completed_at").first()
+    if job is None or job["status"] != JobStatus.RUNNING or job["completed_at"] is not None:
+        return [], 0  # over, or ending (jobs.ending)
     seeds = SeedRun.objects.filter(job_id=job_id)
     running = seeds.filter(status=SeedStatus.RUNNING).aggregate(
         live=Count("pk", filter=Q(lease_expires_at__gt=now)),
@@ -204,7 +204,10 @@ class Left:
 
 def job_left(*, job_id: str, worker: str) -> Left:
     """What is left of the job for `worker`'s runner: its rollouts' and judgements' next
-    claims, and the leases other runners hold."""
+    claims, and the leases other runners hold. Nothing for a job that is ending (its end
+    is finished by the runner's `_finish`) or over."""
+    if EvalJob.objects.filter(pk=job_id, completed_at__isnull=False).exists():
+        return Left(None)
     now = timezone.now()
     times = [
         rollouts_claimable_at(job_id=job_id, now=now),

@@ -153,6 +153,12 @@ class EvalJob(models.Model):
         return self.status in TERMINAL_JOB_STATUSES
 
     @property
+    def is_ending(self) -> bool:
+        """Cancelled or failed, its samples being closed: no claim takes anything from it, and
+        its status follows once they are (jobs.ending.job_end)."""
+        return not self.is_terminal and self.completed_at is not None
+
+    @property
     def has_task_app_api_key(self) -> bool:
         return bool(self.task_app_api_key_encrypted)
 
@@ -194,7 +200,7 @@ class SeedRunQuerySet(models.QuerySet):
 
     def open(self) -> SeedRunQuerySet:
         """Samples with work left: their rollout, or their judgement (jobs/verifier/). A job
-        with none is over; closing a job closes every one of them (jobs.services.job_close)."""
+        with none is over; closing a job closes every one of them (jobs.ending.job_end)."""
         return self.filter(
             models.Q(status__in=OPEN_SEED_STATUSES) | models.Q(judge_status__in=OPEN_JUDGE_STATUSES)
         )

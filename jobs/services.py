@@ -6,37 +6,30 @@ seed runs are in jobs.leases, the events clients follow in jobs.events.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import IntegrityError, OperationalError, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
-from evalhub import crypto, revocations
+from evalhub import crypto
 from jobs.bulk import seed_runs_insert
 from jobs.dispatch import job_dispatch, job_traces_zip_dispatch
+from jobs.ending import CANCEL, job_end
 from jobs.events import EventType, job_event_append
 from jobs.leases import leases_of_lost_workers_release
 from jobs.models import (
     CONNECTION_ERROR_PREFIX,
-    OPEN_JUDGE_STATUSES,
-    AttemptStatus,
     EvalJob,
     JobStatus,
-    JudgeStatus,
-    RolloutAttempt,
     SeedRun,
     SeedStatus,
 )
-
-CANCEL_TRIES = 5
-_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -170,100 +163,16 @@ def job_numbers_fields(spec: JobSpec) -> dict[str, Any]:
 
 
 def job_cancel(*, job: EvalJob) -> EvalJob:
-    """Stop the job: no new claims, its open samples closed (`job_close`). Workers abort
-    what is in flight when they next look at the job (every POLL_S). Never fails for
-    contention: a transaction the database chose to break is tried again."""
-    return _tried_again(lambda: _job_cancel(job_id=job.pk))
-
-
-def _job_cancel(*, job_id: str) -> EvalJob:
-    with transaction.atomic():
-        # NO KEY, like every other lock on the job row: workers inserting events and seed
-        # results take key-share locks on it, which a plain FOR UPDATE would wait for.
-        job = EvalJob.objects.select_for_update(no_key=True).get(pk=job_id)
-        ended = not job.is_terminal
-        if ended:
-            now = timezone.now()
-            job.status = JobStatus.CANCELLED
-            job.cancel_requested_at = now
-            job.completed_at = now
-            job.save(update_fields=["status", "cancel_requested_at", "completed_at"])
-    if job.status == JobStatus.CANCELLED:  # and again for a cancel that stopped half-way
-        _job_close(job.id, SeedStatus.CANCELLED, "cancelled", job.completed_at,
-                   (EventType.JOB_CANCELLED, {}), ended)  # fmt: skip
-    return job
-
-
-def _tried_again(call: Callable[[], _T]) -> _T:
-    """`call()`, tried again when the database breaks its transaction (a deadlock or a
-    serialization failure with workers writing meanwhile); the last try raises what it meets."""
-    for attempt in range(1, CANCEL_TRIES):
-        try:
-            return call()
-        except OperationalError:
-            time.sleep(0.05 * attempt)
-    return call()
-
-
-def job_close(
-    *,
-    job_id: str,
-    status: str,
-    error: str,
-    now,
-    event: tuple[EventType, dict[str, Any]],
-    ended: bool,
-) -> int:
-    """Close every open sample of a job that ended early (cancelled, failed, stopped for
-    `max_failures`), by one rule, and append the job's `event`: its rollouts, pending or
-    running, end `status` with `error` and give their leases up (a runner still at work on
-    one can write nothing more: every write of a result needs the lease, jobs.leases); their
-    running attempts end `cancelled` (so their interceptor URLs close); open judgements end
-    `cancelled`. Returns the number of rollouts closed.
-
-    Call it once the transaction that ended the job (under the job row's lock) has
-    committed, never inside it: a worker writing a batch of results holds its attempts' and
-    seeds' rows when it waits for the job row (to claim the next rollouts), so closing them
-    while holding the job row waits for that worker while it waits for us, a deadlock on
-    PostgreSQL. Once the job is over no claim takes a seed (claims need a running job), so
-    what is open now is all there will be. The event goes with the samples, not with the
-    job's status, for the same reason (its number may wait for a worker's event). `ended`:
-    the caller just ended the job; else the event is appended only when something was still
-    open (a close that stopped half-way, finished by calling this again). Tried again when
-    the database breaks its transaction (a deadlock with a worker's multi-row write)."""
-    return _tried_again(lambda: _job_close(job_id, status, error, now, event, ended))
-
-
-def _job_close(job_id: str, status: str, error: str, now, event, ended: bool) -> int:
-    with transaction.atomic():
-        samples = SeedRun.objects.filter(job_id=job_id)
-        # Their locks in id order, the order a worker's batch of results takes them in.
-        running = list(
-            RolloutAttempt.objects.select_for_update()
-            .filter(seed_run__in=samples.rollouts_open(), status=AttemptStatus.RUNNING)
-            .order_by("id")
-            .values_list("id", flat=True)
-        )
-        revocations.publish_on_commit(running)
-        RolloutAttempt.objects.filter(pk__in=running).update(
-            status=AttemptStatus.CANCELLED, finished_at=now, error=error
-        )
-        closed = samples.rollouts_open().update(
-            status=status, error=error, finished_at=now, lease_owner="", lease_expires_at=None
-        )
-        judged = samples.filter(judge_status__in=OPEN_JUDGE_STATUSES).update(
-            judge_status=JudgeStatus.CANCELLED, judge_lease_owner="", judge_lease_expires_at=None,
-            verifier_error=error,
-        )  # fmt: skip
-        if ended or closed or judged:
-            job_event_append(job_id=job_id, type=event[0], data=event[1])
-    return closed
+    """Stop the job: no new claims, its open samples closed (`jobs.ending.job_end`). Workers
+    abort what is in flight when they next look at the job (every POLL_S)."""
+    ended, _ = job_end(job_id=job.pk, end=lambda _job: CANCEL)
+    return ended if ended is not None else job
 
 
 def job_start(*, job_id: str) -> EvalJob | None:
     """pending -> running. Returns the job if it is (now) running, None if it is over or gone."""
     now = timezone.now()
-    EvalJob.objects.filter(pk=job_id, status=JobStatus.PENDING).update(
+    EvalJob.objects.filter(pk=job_id, status=JobStatus.PENDING, completed_at__isnull=True).update(
         status=JobStatus.RUNNING, started_at=now, runner_seen_at=now
     )
     job = EvalJob.objects.filter(pk=job_id).first()
@@ -273,20 +182,9 @@ def job_start(*, job_id: str) -> EvalJob | None:
 
 
 def job_fail(*, job_id: str, error: str) -> bool:
-    """The job could not run at all: failed, unfinished seeds failed with the same error.
-    Called again for a failed job (a runner's database call tried again), it finishes the
-    close of its samples if that stopped half-way."""
-    now = timezone.now()
-    updated = EvalJob.objects.filter(
-        pk=job_id, status__in=[JobStatus.PENDING, JobStatus.RUNNING]
-    ).update(status=JobStatus.FAILED, error=error, completed_at=now)
-    if not updated and not EvalJob.objects.filter(pk=job_id, status=JobStatus.FAILED).exists():
-        return False
-    job_close(
-        job_id=job_id, status=SeedStatus.FAILED, error=error, now=now,
-        event=(EventType.JOB_FAILED, {"error": error}), ended=bool(updated),
-    )  # fmt: skip
-    return bool(updated)
+    """The job could not run at all: failed, its open samples failed with the same error
+    (`jobs.ending.job_end`). Whether this call failed it (False: it was over already)."""
+    return job_end(job_id=job_id, end=lambda _job: error)[1]
 
 
 def job_heartbeat(*, job_id: str) -> str | None:
@@ -303,9 +201,12 @@ def job_finish_if_done(
     `summarize` gives the summary the `completed` event carries (it sums LLM calls, which is
     traces' business: the worker passes `traces.results.totals.job_summary`). Returns the new status,
     or None when the job is not finished (or someone else ended it)."""
+    if EvalJob.objects.filter(_ENDING, pk=job_id).exists():  # its ender stopped half-way
+        job, _ = job_end(job_id=job_id)
+        return job.status if job is not None else None
     with transaction.atomic():
         job = EvalJob.objects.select_for_update(no_key=True).filter(pk=job_id).first()
-        if job is None or job.status != JobStatus.RUNNING:
+        if job is None or job.status != JobStatus.RUNNING or job.is_ending:
             return None
         if SeedRun.objects.filter(job_id=job_id).open().exists():
             return None
@@ -338,18 +239,28 @@ def job_finish_if_done(
     return job.status
 
 
+# Jobs ending (`jobs.ending`): marked, their status not written yet.
+_ENDING = Q(status__in=[JobStatus.PENDING, JobStatus.RUNNING], completed_at__isnull=False)
+
+
 def jobs_redispatch(*, now=None, live: set[str] | None = None) -> list[str]:
     """Jobs nobody works on any more: not over, samples left to run or judge, and no runner
     has shown a sign of life (nor has the job been handed out) for a lease period; and, when
     `live` names the worker processes alive ("host:pid", from their heartbeats), the jobs
     whose leases were held by a worker that is not: those leases end now. Marks them
-    dispatched and returns their ids; the caller enqueues them."""
+    dispatched and returns their ids; the caller enqueues them. A job left ending for a lease
+    period (its ender stopped half-way, jobs.ending) is finished here."""
     now = now or timezone.now()
     lost = set()
     if live is not None:
         lost = leases_of_lost_workers_release(live=live, now=now)
         EvalJob.objects.filter(pk__in=lost).update(dispatched_at=now)
     stale = now - timedelta(seconds=settings.EVALHUB_LEASE_S)
+    # Ending for a lease period: the process ending them stopped half-way; finished here.
+    for job_id in EvalJob.objects.filter(_ENDING, completed_at__lt=stale).values_list(
+        "id", flat=True
+    ):
+        job_end(job_id=job_id)
     candidates = (
         EvalJob.objects.filter(status__in=[JobStatus.PENDING, JobStatus.RUNNING])
         .filter(Q(runner_seen_at__isnull=True) | Q(runner_seen_at__lt=stale))

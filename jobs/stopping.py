@@ -8,16 +8,8 @@ from __future__ import annotations
 import math
 from collections import Counter
 
-from django.db import transaction
-from django.utils import timezone
-
-from jobs.events import EventType
+from jobs.ending import MARK, job_end
 from jobs.models import EvalJob, JobStatus, SeedRun, SeedStatus
-from jobs.services import job_close
-
-STOPPED = "cancelled: the job failed more samples than max_failures allows"
-# In the error of a job this module stopped.
-MARK = "samples failed, more than max_failures"
 
 
 def failure_limit(job: EvalJob) -> int | None:
@@ -30,24 +22,13 @@ def failure_limit(job: EvalJob) -> int | None:
 
 
 def job_stop_if_broken(*, job_id: str) -> bool:
-    """End the job `failed` if more samples failed than its `max_failures`; True if it did.
-    Called again for a job it stopped (a runner's database call tried again), it finishes the
-    close of the job's samples if that stopped half-way."""
-    with transaction.atomic():
-        job = EvalJob.objects.select_for_update(no_key=True).filter(pk=job_id).first()
-        if job is None:
-            return False
-        stopped_before = job.status == JobStatus.FAILED and MARK in (job.error or "")
-        if not stopped_before:
-            if job.status != JobStatus.RUNNING or (error := _broken(job)) is None:
-                return False
-            job.status, job.error, job.completed_at = JobStatus.FAILED, error, timezone.now()
-            job.save(update_fields=["status", "error", "completed_at"])
-    job_close(
-        job_id=job_id, status=SeedStatus.CANCELLED, error=STOPPED, now=job.completed_at,
-        event=(EventType.JOB_FAILED, {"error": job.error}), ended=not stopped_before,
-    )  # fmt: skip
-    return not stopped_before
+    """End the job `failed` if more samples failed than its `max_failures`, its open samples
+    cancelled (`jobs.ending.job_end`); True if this call stopped it."""
+
+    def broken(job: EvalJob) -> str | None:
+        return _broken(job) if job.status == JobStatus.RUNNING else None
+
+    return job_end(job_id=job_id, end=broken)[1]
 
 
 def _broken(job: EvalJob) -> str | None:

@@ -193,9 +193,8 @@ class JobCancelView(APIView):
         data = JobCancelInput(data=request.data if isinstance(request.data, dict) else {})
         data.is_valid(raise_exception=True)
         job = selectors.job_owned(owner=request.user, job_id=job_id)
-        already = job.is_terminal
         job = services.job_cancel(job=job)
-        if already and job.status != JobStatus.CANCELLED:
+        if job.status != JobStatus.CANCELLED:  # it had ended (or was ending) otherwise
             message = f"Job is already {job.status}; nothing to cancel."
         else:
             message = "Job cancelled."

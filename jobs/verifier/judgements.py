@@ -51,7 +51,7 @@ def judge_claim(
     now = timezone.now()
     with transaction.atomic():
         job = EvalJob.objects.select_for_update(no_key=True).filter(pk=job_id).first()
-        if job is None or job.status != JobStatus.RUNNING:
+        if job is None or job.status != JobStatus.RUNNING or job.is_ending:
             return []
         live = SeedRun.objects.filter(
             job_id=job_id, judge_status=JudgeStatus.RUNNING, judge_lease_expires_at__gt=now

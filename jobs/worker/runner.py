@@ -367,7 +367,7 @@ class JobRunner:
 
     async def _abort_all(self) -> None:
         """The job is over (cancelled, failed, stopped): what is in flight stops. Closing the
-        job closed its samples already (jobs.services.job_close)."""
+        job closed its samples already (jobs.ending.job_end)."""
         if aborted := await self._in_flight_cancel():
             log.info("job %s is over: aborted %d rollouts and judgements", self.job_id, aborted)
 

@@ -15,7 +15,6 @@ from django.utils import timezone
 
 from evalhub import revocations
 from jobs import attempts, services
-from jobs.events import EventType
 from jobs.models import SeedRun
 from tests.jobs.conftest import claim
 
@@ -75,9 +74,6 @@ def test_taking_over_a_lost_workers_rollout_pushes_its_attempt(job, web_socket):
 def test_nothing_is_pushed_when_the_transaction_rolls_back(job, web_socket):
     _running_attempts(job, 2)
     with pytest.raises(RuntimeError), transaction.atomic():
-        services.job_close(
-            job_id=job.id, status="cancelled", error="x", now=timezone.now(),
-            event=(EventType.JOB_CANCELLED, {}), ended=True,
-        )  # fmt: skip
+        services.job_cancel(job=job)
         raise RuntimeError("the job's end was not written")
     assert web_socket() == []

@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection, connections, transaction
 from django.utils import timezone
 
-from jobs import attempts, claims, leases, services, stopping
+from jobs import attempts, claims, ending, leases, services, stopping
 from jobs.models import EvalJob, JobEvent, RolloutAttempt, SeedRun
 from jobs.scores import Scores
 from tests.jobs.conftest import claim
@@ -104,36 +104,53 @@ def test_cancel_does_not_wait_for_workers_writing_rows_that_reference_the_job(jo
     assert not SeedRun.objects.filter(job=job, status="pending").exists()
 
 
-def test_ending_a_job_again_finishes_a_close_that_stopped_half_way(job):
-    """The job's status and the close of its samples are two transactions: a process stopped
-    between them left the job over with samples open; cancelling (or failing) it again closes
-    them and says so once, and a job closed already gets no second event."""
+def test_a_job_is_over_only_once_its_samples_are_closed_and_an_end_cut_short_is_finished(job):
+    """Ending a job early is three transactions: the job marked ending, its samples closed,
+    its status and event. No one sees it over with samples open. A process stopped after the
+    mark leaves it ending: nothing is claimed from it, and the next to end it (cancel, fail,
+    the max_failures stop, the runner finding nothing left, beat) finishes it by the rule of
+    how it was ending, with one event."""
     (sr,) = claim(job, "w1", limit=1)
     attempts.rollout_attempt_start(seed_run=sr, token_hash="c" * 64)
-    EvalJob.objects.filter(pk=job.pk).update(status="cancelled", completed_at=timezone.now())
-    services.job_cancel(job=job)
-    services.job_cancel(job=job)
-    assert not SeedRun.objects.filter(job=job).open().exists()
+    now = timezone.now()
+    EvalJob.objects.filter(pk=job.pk).update(completed_at=now, cancel_requested_at=now)
+    SeedRun.objects.filter(pk=sr.pk).update(lease_expires_at=now)  # its worker is gone too
+    assert claim(job, "w2") == [] and claims.job_left(job_id=job.id, worker="w2").claim_in is None
+    assert EvalJob.objects.get(pk=job.pk).status == "running"
+    # Failing it now finishes the cancel it was: failing says it did not end it.
+    assert services.job_fail(job_id=job.id, error="boom") is False
+    over = EvalJob.objects.get(pk=job.pk)
+    assert (over.status, over.error) == ("cancelled", None)
+    assert set(SeedRun.objects.filter(job=job).values_list("status", "error")) == {
+        ("cancelled", "cancelled")
+    }
     assert RolloutAttempt.objects.get(seed_run=sr).status == "cancelled"
+    services.job_cancel(job=job)
     assert JobEvent.objects.filter(job=job, type="eval.policy.job.cancelled").count() == 1
 
-    other = services.job_start(job_id=services.job_create(owner=job.owner, spec=services.JobSpec(
-        task_app_url="http://127.0.0.1:9", seeds=[1, 2])).id)  # fmt: skip
-    EvalJob.objects.filter(pk=other.pk).update(status="failed", error="boom")
-    assert services.job_fail(job_id=other.id, error="boom") is False  # it was over already
+    def started(**spec) -> EvalJob:
+        created = services.job_create(owner=job.owner, spec=services.JobSpec(
+            task_app_url="http://127.0.0.1:9", seeds=[1, 2, 3], **spec))  # fmt: skip
+        return services.job_start(job_id=created.id)
+
+    # A failure cut short, finished by the runner that finds nothing left to claim.
+    other = started()
+    EvalJob.objects.filter(pk=other.pk).update(completed_at=now, error="boom")
+    assert services.job_finish_if_done(job_id=other.id, summarize=job_summary) == "failed"
     assert set(SeedRun.objects.filter(job=other).values_list("status", "error")) == {
         ("failed", "boom")
     }
     assert JobEvent.objects.filter(job=other, type="eval.policy.job.failed").count() == 1
 
-    # Stopped for max_failures, its close cut short: stopping it again closes its samples.
-    broken = services.job_start(job_id=services.job_create(owner=job.owner, spec=services.JobSpec(
-        task_app_url="http://127.0.0.1:9", seeds=[1, 2, 3], max_failures=0)).id)  # fmt: skip
+    # Stopped for max_failures, cut short: beat finishes it once it has been a lease period.
+    broken = started(max_failures=0)
     SeedRun.objects.filter(job=broken, seed=1).update(status="failed", error="boom")
     error = f"1 of 3 {stopping.MARK} (0); most common error (1x): boom"
-    EvalJob.objects.filter(pk=broken.pk).update(status="failed", error=error)
-    for _ in range(2):
-        assert stopping.job_stop_if_broken(job_id=broken.id) is False  # stopped before
+    EvalJob.objects.filter(pk=broken.pk).update(completed_at=now, error=error)
+    assert stopping.job_stop_if_broken(job_id=broken.id) is False  # ending already
+    later = now + timedelta(seconds=3600)
+    assert broken.id not in services.jobs_redispatch(now=later)
+    assert EvalJob.objects.get(pk=broken.pk).status == "failed"
     assert sorted(SeedRun.objects.filter(job=broken).values_list("status", flat=True)) == [
         "cancelled", "cancelled", "failed"
     ]  # fmt: skip
@@ -141,7 +158,7 @@ def test_ending_a_job_again_finishes_a_close_that_stopped_half_way(job):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_cancel_and_a_workers_results_waiting_for_the_job_row_both_go_through(job):
+def test_cancel_and_a_workers_results_waiting_for_the_job_row_both_go_through(job, monkeypatch):
     """A worker's batch of results holds its attempts' and seeds' rows when it waits for the
     job row to claim again. Cancel held the job row while it closed those rows: each waited
     for the other, and PostgreSQL broke the cancel (every try, under a busy job). The job row
@@ -173,7 +190,8 @@ def test_cancel_and_a_workers_results_waiting_for_the_job_row_both_go_through(jo
     threads = [_thread(another_claim, errors)]
     assert holding.wait(10)
     # One try, not job_cancel's retries: a deadlock broken and tried again is what is tested.
-    threads.append(_thread(lambda: services._job_cancel(job_id=job.id), errors))
+    monkeypatch.setattr(ending, "TRIES", 1)
+    threads.append(_thread(lambda: services.job_cancel(job=job), errors))
     _until_waiting_for_locks(1)
     threads.append(_thread(batch, errors))
     _until_waiting_for_locks(2)  # the batch wrote its results and waits for the job row
