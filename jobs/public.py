@@ -67,10 +67,11 @@ def job_list_body(job: EvalJob, progress: dict[str, int] | None = None) -> dict[
         "tags": job.tags,
         "parent_job_id": job.parent_job_id,
         "status": job.status,
-        "error": job.error,
+        # An ending job (jobs.ending) shows neither until its status says it is over.
+        "error": job.error if not job.is_ending else None,
         "created_at": job.created_at,
         "started_at": job.started_at,
-        "completed_at": job.completed_at,
+        "completed_at": job.completed_at if job.is_terminal else None,
         "config": job_config(job),
         "results": progress if progress is not None else selectors.job_progress(job=job),
     }

@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection, connections, transaction
 from django.utils import timezone
 
-from jobs import attempts, claims, ending, leases, services, stopping
+from jobs import attempts, claims, ending, leases, public, services, stopping
 from jobs.models import EvalJob, JobEvent, RolloutAttempt, SeedRun
 from jobs.scores import Scores
 from tests.jobs.conftest import claim
@@ -116,7 +116,8 @@ def test_a_job_is_over_only_once_its_samples_are_closed_and_an_end_cut_short_is_
     EvalJob.objects.filter(pk=job.pk).update(completed_at=now, cancel_requested_at=now)
     SeedRun.objects.filter(pk=sr.pk).update(lease_expires_at=now)  # its worker is gone too
     assert claim(job, "w2") == [] and claims.job_left(job_id=job.id, worker="w2").claim_in is None
-    assert EvalJob.objects.get(pk=job.pk).status == "running"
+    shown = public.job_list_body(EvalJob.objects.get(pk=job.pk))
+    assert (shown["status"], shown["completed_at"], shown["error"]) == ("running", None, None)
     # Failing it now finishes the cancel it was: failing says it did not end it.
     assert services.job_fail(job_id=job.id, error="boom") is False
     over = EvalJob.objects.get(pk=job.pk)
