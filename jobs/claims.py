@@ -19,6 +19,7 @@ from django.db.models import Count, DateTimeField, F, Min, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from jobs import claim_statement
 from jobs.attempts import Started, attempts_abandon, attempts_create
 from jobs.events import seed_events_append
 from jobs.leases import SeedFinish, job_held_elsewhere, seed_runs_finish
@@ -80,7 +81,12 @@ def _rollouts_started(
     job_id: str, worker: str, limit: int, lease_s: float, token_hashes: list[str]
 ) -> tuple[list[tuple[Claimed, Started]], int]:
     """The claim of a runner's rollouts, each with its attempt started (in the caller's
-    transaction), and the job's free slots left (`_claimed`)."""
+    transaction), and the job's free slots left (`_claimed`). On PostgreSQL, one statement
+    after the job row's lock (`jobs.claim_statement`) unless a lease expired."""
+    if connection.vendor == "postgresql" and limit > 0:
+        started = claim_statement.rollouts_started(job_id, worker, limit, lease_s, token_hashes)
+        if started is not None:
+            return [(Claimed(*claimed), attempt) for claimed, attempt in started[0]], started[1]
     claimed, room = _claimed(
         job_id=job_id, worker=worker, limit=limit, lease_s=lease_s, attempt=True
     )

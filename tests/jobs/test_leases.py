@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 
 import orjson
 import pytest
-from django.db import connection
+from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -228,6 +229,63 @@ def test_results_written_together_are_one_event_each_in_order_and_only_if_still_
     assert all(e.data["total"] == job.num_seeds for e in events)
     # Every attempt that ended is recorded, written or not: it was spent.
     assert set(RolloutAttempt.objects.values_list("status", flat=True)) == {"succeeded"}
+
+
+def test_a_claim_holds_the_job_row_for_one_statement_on_postgresql(job):
+    """Once a claim has the job row's lock, every other claim of the job waits: on PostgreSQL
+    the running seeds' count, the claim and the attempts' start are one statement before the
+    commit (jobs.claim_statement), with nothing of Python's between them."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the one-statement claim is PostgreSQL's")
+    hashes = [f"{n}" * 64 for n in range(5)]
+    with CaptureQueriesContext(connection) as queries:
+        got = claims.rollouts_claim(
+            job_id=job.id, worker="w1", limit=5, lease_s=60.0, token_hashes=hashes
+        )
+    sql = [q["sql"] for q in queries.captured_queries]
+    locked = next(n for n, s in enumerate(sql) if s.rstrip().endswith("FOR NO KEY UPDATE"))
+    assert sql[locked + 2].startswith("RELEASE SAVEPOINT")  # the claim's transaction ends
+    assert len(got.rollouts) == 3 and not got.room  # max_concurrent is 3
+    rows = SeedRun.objects.filter(pk__in=[sr.id for sr, _ in got.rollouts])
+    assert set(rows.values_list("status", "lease_owner", "attempts")) == {("running", "w1", 1)}
+    for seed_run, started in got.rollouts:
+        attempt = RolloutAttempt.objects.get(pk=started.id)
+        assert (attempt.seed_run_id, attempt.number, attempt.run_id, attempt.status) == (
+            seed_run.id, 1, started.run_id, "running")  # fmt: skip
+    assert sorted(a.token_hash for a in RolloutAttempt.objects.all()) == hashes[:3]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_claims_racing_on_postgresql_never_pass_max_concurrent(job):
+    """Claims of one job from many threads at once: each counts the running seeds after it
+    has the job row's lock (a statement's snapshot taken before the lock would miss the
+    claims committed while it waited)."""
+    if connection.vendor != "postgresql":
+        pytest.skip("row locks are PostgreSQL's")
+    EvalJob.objects.filter(pk=job.pk).update(max_concurrent=4)
+    fresh = iter(f"{n:064x}" for n in range(1000))
+    hashes = [[next(fresh) for _ in range(3)] for _ in range(8)]
+    got: list[int] = []
+    start = threading.Barrier(8)
+
+    def claim_some(mine: list[str]) -> None:
+        try:
+            start.wait(10)
+            rollouts = claims.rollouts_claim(
+                job_id=job.id, worker="w", limit=3, lease_s=60.0, token_hashes=mine
+            ).rollouts
+            got.extend(sr.id for sr, _ in rollouts)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=claim_some, args=(mine,)) for mine in hashes]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert len(got) == len(set(got)) == 4
+    assert SeedRun.objects.filter(job=job, status="running").count() == 4
+    assert RolloutAttempt.objects.count() == 4
 
 
 def test_a_seed_taken_again_by_its_own_worker_gets_one_result_from_its_new_attempt(job):

@@ -1,0 +1,108 @@
+"""PostgreSQL: a runner's claim of rollouts as one statement after the job row's lock.
+
+Every claim of a job waits for the job row's lock (jobs.claims), held until the claim commits.
+Taken the general way, the lock was held across three more round trips (the running seeds
+counted, the claim's UPDATE, the attempts' INSERT) and the Python between them: building the
+count's query, the attempts' rows. A worker held to a slice of a CPU that ran out of it there
+stopped every other worker's claims until its next slice. Here, once the lock is taken, one
+statement counts the running seeds, claims the pending ones the job has room for and starts
+their attempts; the transaction commits as soon as its rows are read.
+
+It takes only pending seeds. When a running seed's lease expired (its worker is gone) it
+claims nothing and says so: the general claim (`jobs.claims._claimed`), in the same
+transaction under the same lock, takes those first, as a loss each.
+"""
+
+from __future__ import annotations
+
+import secrets
+from datetime import timedelta
+
+from django.db import connection
+from django.utils import timezone
+
+from jobs.attempts import Started
+from jobs.models import AttemptStatus, EvalJob, JobStatus, RolloutAttempt, SeedRun, SeedStatus
+
+_q = connection.ops.quote_name
+_s = {f.name: _q(f.column) for f in SeedRun._meta.concrete_fields}
+_a = {f.name: _q(f.column) for f in RolloutAttempt._meta.concrete_fields}
+_SEEDS = _q(SeedRun._meta.db_table)
+_PENDING_NOW = (
+    f"{_s['status']} = %(pending)s AND ({_s['not_before']} IS NULL"
+    f" OR {_s['not_before']} <= %(now)s)"
+)
+# Claimed's fields, in order (jobs.claims.Claimed).
+_CLAIMED = ("id", "seed", "repeat", "attempts", "failures", "losses")
+
+_LOCK_SQL = (
+    f"SELECT {_q('status')}, {_q('max_concurrent')}, {_q('completed_at')}"
+    f" FROM {_q(EvalJob._meta.db_table)} WHERE {_q('id')} = %s FOR NO KEY UPDATE"
+)
+# The statement's snapshot is taken after the lock: it sees every claim committed before.
+_STARTED_SQL = f"""
+WITH running AS (
+  SELECT count(*) FILTER (WHERE {_s["lease_expires_at"]} > %(now)s) AS live,
+         count(*) FILTER (WHERE {_s["lease_expires_at"]} <= %(now)s) AS expired
+  FROM {_SEEDS} WHERE {_s["job"]} = %(job)s AND {_s["status"]} = %(running)s
+), claimed AS (
+  UPDATE {_SEEDS} SET {_s["status"]} = %(running)s, {_s["lease_owner"]} = %(worker)s,
+    {_s["lease_expires_at"]} = %(until)s, {_s["not_before"]} = NULL,
+    {_s["started_at"]} = COALESCE({_s["started_at"]}, %(now)s),
+    {_s["attempts"]} = {_s["attempts"]} + 1
+  WHERE {_s["id"]} IN (
+    SELECT {_s["id"]} FROM {_SEEDS} WHERE {_s["job"]} = %(job)s AND {_PENDING_NOW}
+    ORDER BY {_s["id"]}
+    LIMIT (SELECT CASE WHEN expired > 0 THEN 0
+                  ELSE GREATEST(0, LEAST(%(limit)s, %(max)s - live)) END FROM running)
+  ) AND {_PENDING_NOW}
+  RETURNING {", ".join(_s[name] for name in _CLAIMED)}
+), numbered AS (
+  SELECT *, row_number() OVER (ORDER BY {_s["id"]}) AS n FROM claimed
+), started AS (
+  INSERT INTO {_q(RolloutAttempt._meta.db_table)} ({_a["seed_run"]}, {_a["worker"]},
+    {_a["number"]}, {_a["run_id"]}, {_a["token_hash"]}, {_a["status"]}, {_a["started_at"]})
+  SELECT c.{_s["id"]}, %(worker)s, c.{_s["attempts"]}, r.run_id, r.token_hash,
+    %(attempt_running)s, %(now)s
+  FROM numbered c
+  JOIN UNNEST(%(run_ids)s::text[], %(hashes)s::text[]) WITH ORDINALITY AS r(run_id, token_hash, n)
+    ON r.n = c.n
+  RETURNING {_a["id"]}, {_a["seed_run"]}, {_a["number"]}, {_a["run_id"]}
+)
+SELECT r.live, r.expired, {", ".join(f"c.{_s[name]}" for name in _CLAIMED)},
+  s.{_a["id"]}, s.{_a["number"]}, s.{_a["run_id"]}
+FROM running r LEFT JOIN (numbered c JOIN started s ON s.{_a["seed_run"]} = c.{_s["id"]}) ON TRUE
+ORDER BY c.{_s["id"]}
+"""
+
+
+def rollouts_started(
+    job_id: str, worker: str, limit: int, lease_s: float, token_hashes: list[str]
+) -> tuple[list[tuple[tuple, Started]], int] | None:
+    """In the caller's transaction, under the job row's lock: up to `limit` pending seeds
+    claimed, each with its attempt started (the first of `token_hashes` given to them in
+    order), as (the values of `jobs.claims.Claimed`, its attempt), and the job's free slots
+    left as `jobs.claims._claimed` counts them. None when a running seed's lease expired:
+    nothing was claimed, and the general claim takes over."""
+    now = timezone.now()
+    run_ids = [f"run-{secrets.token_hex(12)}" for _ in range(limit)]
+    with connection.cursor() as cursor:
+        cursor.execute(_LOCK_SQL, [job_id])
+        job = cursor.fetchone()
+        if job is None or job[0] != JobStatus.RUNNING or job[2] is not None:
+            return [], 0  # over, or ending (jobs.ending)
+        max_concurrent = job[1]
+        cursor.execute(_STARTED_SQL, {
+            "now": now, "until": now + timedelta(seconds=lease_s), "job": job_id,
+            "running": SeedStatus.RUNNING, "pending": SeedStatus.PENDING, "worker": worker,
+            "limit": limit, "max": max_concurrent, "attempt_running": AttemptStatus.RUNNING,
+            "run_ids": run_ids, "hashes": token_hashes[:limit],
+        })  # fmt: skip
+        rows = cursor.fetchall()
+    live, expired = rows[0][0], rows[0][1]
+    if expired:
+        return None
+    got = [(row[2:8], Started(*row[8:11])) for row in rows if row[2] is not None]
+    free = max_concurrent - live
+    slots = min(limit, free)
+    return got, free - slots if slots > 0 and len(got) >= slots else 0
