@@ -46,6 +46,11 @@ class JobStatus(models.TextChoices):
 
 
 TERMINAL_JOB_STATUSES = (JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED)
+# Jobs ending (`EvalJob.is_ending`, as a query): marked by jobs.ending, their status not yet
+# written.
+ENDING_JOBS = models.Q(
+    status__in=[JobStatus.PENDING, JobStatus.RUNNING], completed_at__isnull=False
+)
 
 
 class EvalJob(models.Model):
@@ -155,7 +160,7 @@ class EvalJob(models.Model):
     @property
     def is_ending(self) -> bool:
         """Cancelled or failed, its samples being closed: no claim takes anything from it, and
-        its status follows once they are (jobs.ending.job_end)."""
+        its status follows once they are (jobs.ending.job_end). `ENDING_JOBS` in a query."""
         return not self.is_terminal and self.completed_at is not None
 
     @property

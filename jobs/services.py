@@ -25,6 +25,7 @@ from jobs.events import EventType, job_event_append
 from jobs.leases import leases_of_lost_workers_release
 from jobs.models import (
     CONNECTION_ERROR_PREFIX,
+    ENDING_JOBS,
     EvalJob,
     JobStatus,
     SeedRun,
@@ -201,7 +202,7 @@ def job_finish_if_done(
     `summarize` gives the summary the `completed` event carries (it sums LLM calls, which is
     traces' business: the worker passes `traces.results.totals.job_summary`). Returns the new status,
     or None when the job is not finished (or someone else ended it)."""
-    if EvalJob.objects.filter(_ENDING, pk=job_id).exists():  # its ender stopped half-way
+    if EvalJob.objects.filter(ENDING_JOBS, pk=job_id).exists():  # its ender stopped half-way
         job, _ = job_end(job_id=job_id)
         return job.status if job is not None else None
     with transaction.atomic():
@@ -239,10 +240,6 @@ def job_finish_if_done(
     return job.status
 
 
-# Jobs ending (`jobs.ending`): marked, their status not written yet.
-_ENDING = Q(status__in=[JobStatus.PENDING, JobStatus.RUNNING], completed_at__isnull=False)
-
-
 def jobs_redispatch(*, now=None, live: set[str] | None = None) -> list[str]:
     """Jobs nobody works on any more: not over, samples left to run or judge, and no runner
     has shown a sign of life (nor has the job been handed out) for a lease period; and, when
@@ -257,7 +254,7 @@ def jobs_redispatch(*, now=None, live: set[str] | None = None) -> list[str]:
         EvalJob.objects.filter(pk__in=lost).update(dispatched_at=now)
     stale = now - timedelta(seconds=settings.EVALHUB_LEASE_S)
     # Ending for a lease period: the process ending them stopped half-way; finished here.
-    for job_id in EvalJob.objects.filter(_ENDING, completed_at__lt=stale).values_list(
+    for job_id in EvalJob.objects.filter(ENDING_JOBS, completed_at__lt=stale).values_list(
         "id", flat=True
     ):
         job_end(job_id=job_id)
