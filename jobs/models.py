@@ -46,8 +46,7 @@ class JobStatus(models.TextChoices):
 
 
 TERMINAL_JOB_STATUSES = (JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED)
-# Jobs ending (`EvalJob.is_ending`, as a query): marked by jobs.ending, their status not yet
-# written.
+# Jobs ending (`EvalJob.is_ending` as a query): marked by jobs.ending, status not yet written.
 ENDING_JOBS = models.Q(
     status__in=[JobStatus.PENDING, JobStatus.RUNNING], completed_at__isnull=False
 )
@@ -62,8 +61,7 @@ class EvalJob(models.Model):
     error = models.TextField(null=True, blank=True)
 
     task_app_url = models.CharField(max_length=2048)
-    # What speaks at task_app_url: a synth task app, an MCP-Gym or an OpenEnv server
-    # (jobs.kinds).
+    # What speaks at task_app_url: a synth task app, an MCP-Gym or OpenEnv server (jobs.kinds).
     task_app_kind = models.CharField(max_length=16, default="synth")
     # Fernet ciphertext (evalhub.crypto); empty when the client sent no key.
     task_app_api_key_encrypted = models.TextField(blank=True, default="")
@@ -87,8 +85,7 @@ class EvalJob(models.Model):
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     # Storage name of the finished traces zip, once built.
     traces_zip_name = models.CharField(max_length=512, blank=True, default="")
-    # The job's LLM calls when that zip was built ("<count>:<newest id>"): a call saved since
-    # (the web processes save each one a moment after answering it) has the zip built again.
+    # The job's LLM calls ("<count>:<newest id>") as that zip was built: one saved since redoes it.
     traces_zip_calls = models.CharField(max_length=64, blank=True, default="")
     # When a worker began building the members of its zip (traces.zip.members): one at a time.
     traces_members_at = models.DateTimeField(null=True, blank=True)
@@ -105,9 +102,8 @@ class EvalJob(models.Model):
     judged_from = models.ForeignKey(
         "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="rejudgements"
     )
-    # Samples per seed (each a seed run of its own), what a sample must score to pass, and when
-    # to stop a broken job: more failed samples than `max_failures` (a count when >= 1, else a
-    # fraction of the samples). See jobs.stats and jobs.stopping.
+    # Samples per seed, what a sample must score to pass, and when to stop a broken job: more
+    # failed samples than `max_failures` (>= 1 a count, else a fraction): jobs.stats, .stopping.
     repeats = models.PositiveIntegerField(default=1)
     # The job's samples (its seed runs): num_seeds x repeats, or for a re-judgement the
     # rollouts it judges again. Set when the job is made; what every progress counts towards.
@@ -125,9 +121,8 @@ class EvalJob(models.Model):
     parent_job = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="reruns"
     )
-    # The job whose recorded LLM answers this one replays (docs/replay.md), and what a call
-    # that does not match its recording gets: "fail" (an error, the sample fails) or "call"
-    # (the provider answers it, live). Empty for a job that replays nothing.
+    # The job whose recorded LLM answers this one replays (docs/replay.md; none: empty), and
+    # what a call missing its recording gets: "fail" (the sample fails) or "call" (live).
     replay_of = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="replays"
     )
@@ -176,8 +171,8 @@ class SeedStatus(models.TextChoices):
     CANCELLED = "cancelled"
 
 
-# Every seed error that means "no connection could be made to the environment" begins so; a
-# job whose every seed failed so ends `failed` (jobs.services.job_finish_if_done).
+# How every seed error meaning "no connection to the environment" begins; a job whose every
+# seed failed so ends `failed` (jobs.services.job_finish_if_done).
 CONNECTION_ERROR_PREFIX = "task app unreachable"
 
 TERMINAL_SEED_STATUSES = (SeedStatus.SUCCEEDED, SeedStatus.FAILED, SeedStatus.CANCELLED)
@@ -211,20 +206,26 @@ class SeedRunQuerySet(models.QuerySet):
         )
 
 
+def _filled(field: str, condition: models.Q, *, name: str = "") -> models.Index:
+    return models.Index(fields=[field], condition=condition, name=f"seedrun_{name or field}")
+
+
 class SeedRun(models.Model):
-    job = models.ForeignKey(EvalJob, on_delete=models.CASCADE, related_name="seed_runs")
+    # The rows written as a rollout runs (this one twice, its attempt, event and LLM calls)
+    # hold no index another one leads with (a foreign key's own), and partial ones (`_filled`)
+    # on what most rows leave empty: each index is work for every rollout (test_migrations).
+    job = models.ForeignKey(EvalJob, models.CASCADE, related_name="seed_runs", db_index=False)
     seed = models.BigIntegerField()
     # Which of the job's `repeats` samples of the seed this is (0, 1, ...).
     repeat = models.PositiveIntegerField(default=0)
     # A sample carried over from the parent job by a rerun, not run again.
     reused_from = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
     )
     status = models.CharField(max_length=16, choices=SeedStatus.choices, default=SeedStatus.PENDING)
-    # Rollout attempts started (one `RolloutAttempt` each). Of those, `failures` failed through
-    # the task app and were retried: they count against EVALHUB_ROLLOUT_MAX_ATTEMPTS. `losses`
-    # counts what was our own fault (the worker holding the seed was lost, evalhub's interceptor
-    # could not be reached): never charged to the task app, bounded by EVALHUB_SEED_MAX_LOSSES.
+    # Rollout attempts started (a `RolloutAttempt` each); `failures`, those the task app failed
+    # (against EVALHUB_ROLLOUT_MAX_ATTEMPTS); `losses`, our own fault (its worker lost, our
+    # interceptor unreachable): never charged to the task app, at most EVALHUB_SEED_MAX_LOSSES.
     attempts = models.PositiveIntegerField(default=0)
     failures = models.PositiveIntegerField(default=0)
     losses = models.PositiveIntegerField(default=0)
@@ -246,9 +247,8 @@ class SeedRun(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
-    # The verifier (jobs/verifier/): the task app's own score (kept whatever the reward source
-    # makes of `score`), the judge's verdict or why there is none, and the judgement's lease
-    # and interceptor token (its SHA-256) while a worker judges.
+    # The verifier (jobs/verifier/): the task app's own score (whatever the reward source makes
+    # of `score`), the judge's verdict or why none, its lease and token's SHA-256 as it judges.
     task_app_score = models.FloatField(null=True, blank=True)
     judge_status = models.CharField(
         max_length=16, choices=JudgeStatus.choices, blank=True, default=JudgeStatus.NONE
@@ -257,11 +257,11 @@ class SeedRun(models.Model):
     verifier_error = models.TextField(null=True, blank=True)
     judge_lease_owner = models.CharField(max_length=128, blank=True, default="")
     judge_lease_expires_at = models.DateTimeField(null=True, blank=True)
-    judge_token_hash = models.CharField(max_length=64, blank=True, default="", db_index=True)
+    judge_token_hash = models.CharField(max_length=64, blank=True, default="")
     judged_at = models.DateTimeField(null=True, blank=True)
     # In a re-judgement, the rollout of the original job this seed's judge reads.
     judged_rollout = models.ForeignKey(
-        "RolloutAttempt", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+        "RolloutAttempt", models.SET_NULL, null=True, blank=True, related_name="+", db_index=False
     )
 
     objects = SeedRunQuerySet.as_manager()
@@ -271,7 +271,12 @@ class SeedRun(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["job", "seed", "repeat"], name="seed_run_unique_sample")
         ]
-        indexes = [models.Index(fields=["job", "status"])]
+        indexes = [
+            models.Index(fields=["job", "status"]),
+            _filled("reused_from", models.Q(reused_from__isnull=False)),
+            _filled("judge_token_hash", ~models.Q(judge_token_hash=""), name="judge_token"),
+            _filled("judged_rollout", models.Q(judged_rollout__isnull=False)),
+        ]
 
     def __str__(self) -> str:
         return f"{self.job_id}#{self.seed}" + (f"r{self.repeat}" if self.repeat else "")
@@ -290,11 +295,13 @@ class AttemptStatus(models.TextChoices):
 class RolloutAttempt(models.Model):
     """One POST /rollout for a seed. Each attempt has its own run id and interceptor token."""
 
-    seed_run = models.ForeignKey(SeedRun, on_delete=models.CASCADE, related_name="rollout_attempts")
+    seed_run = models.ForeignKey(
+        SeedRun, models.CASCADE, related_name="rollout_attempts", db_index=False
+    )
     number = models.PositiveIntegerField()
-    run_id = models.CharField(max_length=64, unique=True)
+    run_id = models.CharField(max_length=64)  # unique: see Meta
     # SHA-256 of the interceptor token; the token itself lives only in the inference URL.
-    token_hash = models.CharField(max_length=64, unique=True)
+    token_hash = models.CharField(max_length=64)  # unique: see Meta
     status = models.CharField(
         max_length=16, choices=AttemptStatus.choices, default=AttemptStatus.RUNNING
     )
@@ -315,8 +322,11 @@ class RolloutAttempt(models.Model):
 
     class Meta:
         ordering = ["seed_run", "number"]
+        # Not `unique=True`: PostgreSQL would have a second index on each, for LIKE.
         constraints = [
-            models.UniqueConstraint(fields=["seed_run", "number"], name="attempt_unique_number")
+            models.UniqueConstraint(fields=["seed_run", "number"], name="attempt_unique_number"),
+            models.UniqueConstraint(fields=["run_id"], name="attempt_unique_run_id"),
+            models.UniqueConstraint(fields=["token_hash"], name="attempt_unique_token_hash"),
         ]
 
     def __str__(self) -> str:
@@ -324,7 +334,7 @@ class RolloutAttempt(models.Model):
 
 
 class JobEvent(models.Model):
-    job = models.ForeignKey(EvalJob, on_delete=models.CASCADE, related_name="events")
+    job = models.ForeignKey(EvalJob, models.CASCADE, related_name="events", db_index=False)
     seq = models.PositiveIntegerField()
     type = models.CharField(max_length=64)
     data = models.JSONField(default=dict)
@@ -371,8 +381,7 @@ class RewardSource(models.TextChoices):
 class SampleLabel(models.Model):
     """A person's label of one sample: made by hand, so nothing automatic removes it (a retry
     keeps the seed run, a rerun or a re-judgement points at it, retention prunes trace content
-    only). One per author
-    and sample, edited in place by its author (jobs.labels)."""
+    only). One per author and sample, edited in place by its author (jobs.labels)."""
 
     seed_run = models.ForeignKey(SeedRun, on_delete=models.CASCADE, related_name="labels")
     author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")

@@ -62,7 +62,10 @@ class ReplayMark(models.TextChoices):
 
 
 class LLMCall(models.Model):
-    attempt = models.ForeignKey(RolloutAttempt, on_delete=models.CASCADE, related_name="llm_calls")
+    # Indexed by (attempt, seq) alone: a call's row is written twice (ahead, then completed).
+    attempt = models.ForeignKey(
+        RolloutAttempt, on_delete=models.CASCADE, related_name="llm_calls", db_index=False
+    )
     # Order of the call within its attempt (1, 2, ...).
     seq = models.PositiveIntegerField()
     kind = models.CharField(max_length=8, choices=CallKind.choices, default=CallKind.POLICY)

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
+from django.db.migrations.loader import MigrationLoader
 
 
 def migrate_to(app: str, name: str):
     """Migrate `app` to its migration `name` (back or forward), the other apps staying at
-    their latest; the models of that state."""
+    their latest but for what depends on a migration undone; the models of that state."""
     executor = MigrationExecutor(connection)
     executor.migrate([(app, name)])
-    executor.loader.build_graph()
-    others = [node for node in executor.loader.graph.leaf_nodes() if node[0] != app]
-    return executor.loader.project_state([*others, (app, name)]).apps
+    loader = MigrationLoader(connection)
+    return loader.project_state(list(loader.applied_migrations)).apps
 
 
 def migrate_latest() -> None:
