@@ -28,10 +28,18 @@ _q = connection.ops.quote_name
 _s = {f.name: _q(f.column) for f in SeedRun._meta.concrete_fields}
 _a = {f.name: _q(f.column) for f in RolloutAttempt._meta.concrete_fields}
 _SEEDS = _q(SeedRun._meta.db_table)
-_PENDING_NOW = (
-    f"{_s['status']} = %(pending)s AND ({_s['not_before']} IS NULL"
-    f" OR {_s['not_before']} <= %(now)s)"
-)
+
+
+def pending_now_sql(*, status: str, now: str) -> str:
+    """A seed claimable as pending, in SQL: waiting, its backoff (if any) over; `status` and
+    `now` are the placeholders of SeedStatus.PENDING and the time. For every claim statement
+    (this one's and `jobs.claims`'s); `jobs.claims._pending_now` says it to the ORM."""
+    return (
+        f"{_s['status']} = {status} AND ({_s['not_before']} IS NULL OR {_s['not_before']} <= {now})"
+    )
+
+
+_PENDING_NOW = pending_now_sql(status="%(pending)s", now="%(now)s")
 # Claimed's fields, in order (jobs.claims.Claimed).
 _CLAIMED = ("id", "seed", "repeat", "attempts", "failures", "losses")
 

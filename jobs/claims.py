@@ -175,16 +175,14 @@ def _pending_up_to(*, job_id: str, most: int) -> int:
 
 
 def _pending_now(now) -> Q:
-    """A seed claimable as pending: waiting, its backoff (if any) over. `_PENDING_NOW_SQL`
-    is the same condition in the claim's statement."""
+    """A seed claimable as pending: waiting, its backoff (if any) over (in SQL,
+    `claim_statement.pending_now_sql`)."""
     return Q(status=SeedStatus.PENDING) & (Q(not_before__isnull=True) | Q(not_before__lte=now))
 
 
 _c = {f.name: connection.ops.quote_name(f.column) for f in SeedRun._meta.concrete_fields}
 # Parameters: SeedStatus.PENDING, now.
-_PENDING_NOW_SQL = (
-    f"{_c['status']} = %s AND ({_c['not_before']} IS NULL OR {_c['not_before']} <= %s)"
-)
+_PENDING_NOW_SQL = claim_statement.pending_now_sql(status="%s", now="%s")
 _CLAIM_SQL = (
     f"UPDATE {connection.ops.quote_name(SeedRun._meta.db_table)} SET {_c['status']} = %s,"
     f" {_c['lease_owner']} = %s, {_c['lease_expires_at']} = %s, {_c['not_before']} = NULL,"
