@@ -45,6 +45,37 @@ def test_job_completes_when_every_seed_is_over_and_fails_when_none_could_connect
         assert last.type == f"eval.policy.job.{expected}"
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_finished_jobs_summary_is_made_before_its_row_is_locked(job):
+    """The summary is a pass over every row of the job (seconds for a big one): made while a
+    runner's heartbeat on the job row, in a connection of its own, goes through (on SQLite,
+    while any other write does), and the job is completed with it."""
+    for sr in claim(job):
+        leases.seed_run_finish(seed_run_id=sr.pk, worker="w1", status="succeeded",
+                               result=leases.SeedResult(scores=Scores(score=1.0)))  # fmt: skip
+    SeedRun.objects.filter(job=job, status="pending").update(status="cancelled")
+    written = []
+
+    def heartbeat():
+        try:
+            written.append(EvalJob.objects.filter(pk=job.pk).update(runner_seen_at=timezone.now()))
+        finally:
+            connection.close()
+
+    def summarize(summarized):
+        writer = threading.Thread(target=heartbeat)
+        writer.start()
+        writer.join(20)  # on the old code: waited for the lock held around this summary
+        assert not writer.is_alive()
+        return job_summary(summarized)
+
+    assert services.job_finish_if_done(job_id=job.id, summarize=summarize) == "completed"
+    assert written == [1]
+    [event] = JobEvent.objects.filter(job=job, type="eval.policy.job.completed")
+    summary = event.data["summary"]
+    assert (summary["num_successful"], summary["num_cancelled"]) == (3, 7)
+
+
 def test_redispatch_picks_jobs_without_a_live_runner_once_per_lease_period(job, settings):
     settings.EVALHUB_LEASE_S = 10
     now = timezone.now()
