@@ -8,13 +8,11 @@ import secrets
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 
 from evalhub import revocations
 from jobs.bulk import rows_insert, rows_update
-from jobs.models import AttemptStatus, RolloutAttempt, SeedRun
+from jobs.models import AttemptStatus, RolloutAttempt
 
 
 @dataclass(frozen=True)
@@ -26,28 +24,6 @@ class AttemptEnd:
     http_status: int | None = None
     error: str | None = None
     latency_ms: float | None = None
-
-
-def rollout_attempt_start(
-    *, seed_run: SeedRun, token_hash: str, worker: str = ""
-) -> RolloutAttempt:
-    """Count and record the start of the seed's next attempt, with a fresh run id; updates
-    `seed_run.attempts` to its number."""
-    return rollout_attempts_start(seed_runs=[seed_run], token_hashes=[token_hash], worker=worker)[0]
-
-
-def rollout_attempts_start(
-    *, seed_runs: list[SeedRun], token_hashes: list[str], worker: str = ""
-) -> list[RolloutAttempt]:
-    """`rollout_attempt_start` for several seed runs at once, in one transaction."""
-    ids = [seed_run.pk for seed_run in seed_runs]
-    with transaction.atomic():
-        SeedRun.objects.filter(pk__in=ids).update(attempts=F("attempts") + 1)
-        numbers = dict(SeedRun.objects.filter(pk__in=ids).values_list("id", "attempts"))
-        for seed_run in seed_runs:
-            seed_run.attempts = numbers[seed_run.pk]
-        started = attempts_create(seed_runs, token_hashes, worker=worker)
-        return list(RolloutAttempt.objects.filter(pk__in=[s.id for s in started]).order_by("id"))
 
 
 class Started(NamedTuple):

@@ -27,26 +27,6 @@ from jobs.models import EvalJob, JobStatus, SeedRun, SeedStatus
 from jobs.verifier.judgements import judgements_claimable_at
 
 
-@dataclass(frozen=True)
-class Claim:
-    """The seed runs a claim got, and `room`: how many more the job had to claim now than the
-    claim's `limit` let it take (0: none; other runners could lend a hand)."""
-
-    seed_runs: list[SeedRun]
-    room: int = 0
-
-
-def seed_run_claim(*, job_id: str, worker: str, limit: int, lease_s: float) -> Claim:
-    """Claim up to `limit` seed runs of a running job for `worker`, never more than the job's
-    `max_concurrent` held under live leases over all workers. Claimable: pending seeds whose
-    backoff is over, and running seeds whose lease expired (their worker is gone)."""
-    with transaction.atomic():
-        claimed, room = _claimed(job_id=job_id, worker=worker, limit=limit, lease_s=lease_s)
-        ids = [c.id for c in claimed]
-        seed_runs = list(SeedRun.objects.filter(pk__in=ids).order_by("id")) if ids else []
-    return Claim(seed_runs, _pending_up_to(job_id=job_id, most=room))
-
-
 class Claimed(NamedTuple):
     """What a rollout needs of a seed run it claimed (`attempts` counts the one started)."""
 
@@ -69,9 +49,11 @@ class RolloutClaim:
 def rollouts_claim(
     *, job_id: str, worker: str, limit: int, lease_s: float, token_hashes: list[str]
 ) -> RolloutClaim:
-    """`seed_run_claim` and `rollout_attempts_start` of what it claimed, in one transaction
-    (the runner's, one round of statements for both); `token_hashes` holds at least `limit`
-    fresh hashes, the first of them given to the attempts in order."""
+    """Claim up to `limit` seed runs of a running job for `worker`, never more than the job's
+    `max_concurrent` held under live leases over all workers, and start each one's attempt,
+    in one transaction (one round of statements for both). Claimable: pending seeds whose
+    backoff is over, and running seeds whose lease expired (their worker is gone). `token_hashes`
+    holds at least `limit` fresh hashes, the first of them given to the attempts in order."""
     with transaction.atomic():
         rollouts, room = _rollouts_started(job_id, worker, limit, lease_s, token_hashes)
     return RolloutClaim(rollouts, _pending_up_to(job_id=job_id, most=room))
@@ -87,9 +69,7 @@ def _rollouts_started(
         started = claim_statement.rollouts_started(job_id, worker, limit, lease_s, token_hashes)
         if started is not None:
             return [(Claimed(*claimed), attempt) for claimed, attempt in started[0]], started[1]
-    claimed, room = _claimed(
-        job_id=job_id, worker=worker, limit=limit, lease_s=lease_s, attempt=True
-    )
+    claimed, room = _claimed(job_id=job_id, worker=worker, limit=limit, lease_s=lease_s)
     attempts = attempts_create(claimed, token_hashes, worker=worker) if claimed else []
     return list(zip(claimed, attempts, strict=True)), room
 
@@ -115,11 +95,9 @@ def results_write_and_claim(
     return written, RolloutClaim(rollouts)
 
 
-def _claimed(
-    *, job_id: str, worker: str, limit: int, lease_s: float, attempt: bool = False
-) -> tuple[list[Claimed], int]:
-    """The claim of `seed_run_claim` (in its transaction): the seed runs claimed, in id order
-    (their `attempts` counted on with `attempt`), and the job's free slots left for other
+def _claimed(*, job_id: str, worker: str, limit: int, lease_s: float) -> tuple[list[Claimed], int]:
+    """The claim of `rollouts_claim` (in its transaction) but its attempts' rows: the seed runs
+    claimed, in id order (their `attempts` counted on), and the job's free slots left for other
     runners when it took all it asked for, else 0 (`_pending_up_to` tells how many of them
     another runner could fill now). Every claim of the job waits for the job row's lock, held
     here for three statements (the lock, the running seeds counted, one UPDATE that picks,
@@ -148,21 +126,22 @@ def _claimed(
     expired = _expired_take(seeds=seeds, slots=slots, now=now) if running["expired"] else []
     claimed = _claim_update(
         job_id=job_id, worker=worker, expired=expired, pending=slots - len(expired),
-        until=now + timedelta(seconds=lease_s), now=now, attempt=attempt,
+        until=now + timedelta(seconds=lease_s), now=now,
     )  # fmt: skip
     return claimed, free - slots if len(claimed) >= slots else 0
 
 
 def _claim_update(
-    *, job_id: str, worker: str, expired: list[int], pending: int, until, now, attempt: bool
+    *, job_id: str, worker: str, expired: list[int], pending: int, until, now
 ) -> list[Claimed]:
-    """Claim `expired` and the first `pending` claimable pending seeds, returning their rows."""
+    """Claim `expired` and the first `pending` claimable pending seeds, their attempts counted
+    on, returning their rows."""
     ids = ", ".join(["%s"] * len(expired))
     taken = f"{_c['id']} IN ({ids}) OR " if expired else ""
     at = connection.ops.adapt_datetimefield_value
     with connection.cursor() as cursor:
         cursor.execute(_CLAIM_SQL.format(taken=taken), [
-            SeedStatus.RUNNING, worker, at(until), at(now), int(attempt), *expired, job_id,
+            SeedStatus.RUNNING, worker, at(until), at(now), *expired, job_id,
             SeedStatus.PENDING, at(now), pending, SeedStatus.PENDING, at(now),
             SeedStatus.RUNNING, at(now)])  # fmt: skip
         return sorted(Claimed(*row) for row in cursor.fetchall())
@@ -187,7 +166,7 @@ _CLAIM_SQL = (
     f"UPDATE {connection.ops.quote_name(SeedRun._meta.db_table)} SET {_c['status']} = %s,"
     f" {_c['lease_owner']} = %s, {_c['lease_expires_at']} = %s, {_c['not_before']} = NULL,"
     f" {_c['started_at']} = COALESCE({_c['started_at']}, %s),"
-    f" {_c['attempts']} = {_c['attempts']} + %s"
+    f" {_c['attempts']} = {_c['attempts']} + 1"
     f" WHERE ({{taken}}{_c['id']} IN (SELECT {_c['id']}"
     f" FROM {connection.ops.quote_name(SeedRun._meta.db_table)} WHERE {_c['job']} = %s"
     f" AND {_PENDING_NOW_SQL} ORDER BY {_c['id']} LIMIT %s))"

@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+import secrets
+
 import pytest
 from django.contrib.auth import get_user_model
 
 from jobs import claims, services
-from jobs.models import EvalJob, SeedRun
+from jobs.models import EvalJob, RolloutAttempt, SeedRun
 
 
 @pytest.fixture
@@ -19,6 +21,15 @@ def job(db) -> EvalJob:
 
 
 def claim(job, worker="w1", limit=100, lease_s=60.0) -> list[SeedRun]:
-    return claims.seed_run_claim(
-        job_id=job.id, worker=worker, limit=limit, lease_s=lease_s
-    ).seed_runs
+    """A runner's claim (`claims.rollouts_claim`): the seed runs it took, in id order, each
+    with its attempt started (`attempt_of`)."""
+    hashes = [secrets.token_hex(32) for _ in range(limit)]
+    got = claims.rollouts_claim(
+        job_id=job.id, worker=worker, limit=limit, lease_s=lease_s, token_hashes=hashes
+    )
+    return list(SeedRun.objects.filter(pk__in=[c.id for c, _ in got.rollouts]).order_by("id"))
+
+
+def attempt_of(seed_run: SeedRun) -> RolloutAttempt:
+    """The seed run's latest attempt."""
+    return RolloutAttempt.objects.filter(seed_run=seed_run).order_by("-number").first()

@@ -50,7 +50,7 @@ def test_rows_inserted_take_their_defaults_and_their_ids_come_back_in_order(job)
     now = datetime.now(UTC)
     columns = ("seed_run", "worker", "number", "run_id", "token_hash", "status", "started_at")
     rows = [
-        (seed_run.pk, "w1", 1, f"run-{n}", f"{n}" * 64, AttemptStatus.RUNNING, now)
+        (seed_run.pk, "w1", 2, f"run-{n}", f"{n}" * 64, AttemptStatus.RUNNING, now)
         for n, seed_run in enumerate(held)
     ]
     ids = rows_insert(RolloutAttempt, columns, rows)

@@ -14,9 +14,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from evalhub import revocations
-from jobs import attempts, services
+from jobs import services
 from jobs.models import SeedRun
-from tests.jobs.conftest import claim
+from tests.jobs.conftest import attempt_of, claim
 
 
 @pytest.fixture
@@ -45,11 +45,7 @@ def web_socket(transactional_db, settings):
 
 
 def _running_attempts(job, n: int) -> list[int]:
-    held = claim(job, "w1", limit=n)
-    return [
-        attempts.rollout_attempt_start(seed_run=sr, token_hash=f"{i}" * 64, worker="w1").id
-        for i, sr in enumerate(held)
-    ]
+    return [attempt_of(seed_run).id for seed_run in claim(job, "w1", limit=n)]
 
 
 @pytest.mark.parametrize("close", ["cancel", "fail"])

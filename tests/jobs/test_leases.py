@@ -16,7 +16,7 @@ from jobs.events import EventType, job_event_append
 from jobs.figures import JsonText
 from jobs.models import EvalJob, JobEvent, RolloutAttempt, SeedRun
 from jobs.scores import Scores
-from tests.jobs.conftest import claim
+from tests.jobs.conftest import attempt_of, claim
 
 pytestmark = pytest.mark.django_db
 
@@ -27,23 +27,30 @@ def test_claims_never_exceed_max_concurrent_over_all_workers(job):
     third = claim(job, "w3", limit=5)
     assert len(first) == 2 and len(second) == 1 and third == []
     assert {sr.lease_owner for sr in first} == {"w1"}
-    assert all(sr.status == "running" and sr.attempts == 0 for sr in first + second)
+    assert all(sr.status == "running" and sr.attempts == 1 for sr in first + second)
     assert len({sr.id for sr in first + second}) == 3
 
 
 def test_a_claim_says_whether_the_job_had_room_for_another_runner(job):
     """Ten seeds, three at a time: a claim limited below the job's free slots says another
     runner could take more; one that took every free slot, or every seed left, does not."""
-    first = claims.seed_run_claim(job_id=job.id, worker="w1", limit=1, lease_s=60.0)
-    assert len(first.seed_runs) == 1 and first.room
-    second = claims.seed_run_claim(job_id=job.id, worker="w2", limit=5, lease_s=60.0)
-    assert len(second.seed_runs) == 2 and not second.room  # max_concurrent reached
+
+    def runner_claim(worker: str, limit: int) -> claims.RolloutClaim:
+        hashes = [f"{worker}{n}".ljust(64, "0") for n in range(limit)]
+        return claims.rollouts_claim(
+            job_id=job.id, worker=worker, limit=limit, lease_s=60.0, token_hashes=hashes
+        )
+
+    first = runner_claim("w1", 1)
+    assert len(first.rollouts) == 1 and first.room
+    second = runner_claim("w2", 5)
+    assert len(second.rollouts) == 2 and not second.room  # max_concurrent reached
     SeedRun.objects.filter(job=job, status="pending").exclude(seed=9).update(status="cancelled")
-    for seed_run in first.seed_runs + second.seed_runs:
+    for seed_run in SeedRun.objects.filter(job=job, status="running"):
         leases.seed_run_finish(seed_run_id=seed_run.pk, worker=seed_run.lease_owner,
                                status="succeeded", result=leases.SeedResult())  # fmt: skip
-    last = claims.seed_run_claim(job_id=job.id, worker="w3", limit=1, lease_s=60.0)
-    assert [sr.seed for sr in last.seed_runs] == [9] and not last.room  # nothing else left
+    last = runner_claim("w3", 1)
+    assert [c.seed for c, _ in last.rollouts] == [9] and not last.room  # nothing else left
 
 
 def test_what_is_left_of_a_job_for_a_runner(job):
@@ -67,11 +74,11 @@ def test_claim_skips_seed_runs_held_by_a_live_lease_and_takes_expired_ones(job):
     SeedRun.objects.filter(pk=held[0].pk).update(
         lease_expires_at=timezone.now() - timedelta(seconds=1)
     )
-    attempt = attempts.rollout_attempt_start(seed_run=held[0], token_hash="a" * 64)
+    attempt = attempt_of(held[0])
     taken = claim(job, "w2", limit=5)
     assert [sr.pk for sr in taken] == [held[0].pk]
     # The lost attempt was our fault: a loss, not one of the task app's attempts.
-    assert taken[0].attempts == 1 and taken[0].losses == 1 and taken[0].failures == 0
+    assert taken[0].attempts == 2 and taken[0].losses == 1 and taken[0].failures == 0
     assert taken[0].lease_owner == "w2"
     attempt.refresh_from_db()
     assert attempt.status == "abandoned" and attempt.finished_at is not None
@@ -98,7 +105,6 @@ def test_losing_the_worker_never_uses_up_the_task_apps_attempts(job, settings):
     owner = "w0"
     (held,) = claim(job, owner, limit=1)
     for n in (1, 2):  # two workers die holding it: still claimable, by the next worker
-        attempts.rollout_attempt_start(seed_run=held, token_hash=f"{n}" * 64, worker=owner)
         SeedRun.objects.filter(pk=held.pk).update(
             lease_expires_at=timezone.now() - timedelta(seconds=1)
         )
@@ -110,7 +116,7 @@ def test_losing_the_worker_never_uses_up_the_task_apps_attempts(job, settings):
     )
     assert held.pk not in [sr.pk for sr in claim(job, "w9", limit=1)]
     held.refresh_from_db()
-    assert held.status == "failed" and held.losses == 3 and held.attempts == 2
+    assert held.status == "failed" and held.losses == 3 and held.attempts == 3
     assert "lost with its worker 3 times" in held.error and "never the cause" in held.error
     assert held.lease_owner == "" and held.lease_expires_at is None and held.finished_at
     [event] = JobEvent.objects.filter(job=job, type="eval.policy.seed.completed")
@@ -119,17 +125,17 @@ def test_losing_the_worker_never_uses_up_the_task_apps_attempts(job, settings):
     )  # fmt: skip
 
 
-def test_attempts_count_attempts_not_claims(job):
+def test_a_seed_tried_again_numbers_its_next_attempt_and_our_fault_is_a_loss(job):
     (seed_run,) = claim(job, "w1", limit=1)
-    assert seed_run.attempts == 0
-    first = attempts.rollout_attempt_start(seed_run=seed_run, token_hash="a" * 64, worker="w1")
-    assert first.number == 1 == seed_run.attempts
+    first = attempt_of(seed_run)
+    assert first.number == 1 == seed_run.attempts and first.worker == "w1"
     assert leases.seed_run_retry_later(
         seed_run_id=seed_run.pk, worker="w1", delay_s=0, error="evalhub down", charged=False
     )
     (again,) = [sr for sr in claim(job, "w2", limit=3) if sr.pk == seed_run.pk]
-    second = attempts.rollout_attempt_start(seed_run=again, token_hash="b" * 64, worker="w2")
-    assert second.number == 2 and (again.attempts, again.failures, again.losses) == (2, 0, 1)
+    second = attempt_of(again)
+    assert second.number == 2 and second.worker == "w2"
+    assert (again.attempts, again.failures, again.losses) == (2, 0, 1)
     assert RolloutAttempt.objects.filter(seed_run=seed_run).count() == 2
 
 

@@ -91,7 +91,6 @@ def test_redispatch_picks_jobs_without_a_live_runner_once_per_lease_period(job, 
 
 def test_cancel_closes_running_seeds_even_when_their_worker_died(job):
     (sr,) = claim(job, "w1", limit=1)
-    attempts.rollout_attempt_start(seed_run=sr, token_hash="b" * 64)
     services.job_cancel(job=job)
     sr.refresh_from_db()
     assert sr.status == "cancelled"
@@ -142,7 +141,6 @@ def test_a_job_is_over_only_once_its_samples_are_closed_and_an_end_cut_short_is_
     the max_failures stop, the runner finding nothing left, beat) finishes it by the rule of
     how it was ending, with one event."""
     (sr,) = claim(job, "w1", limit=1)
-    attempts.rollout_attempt_start(seed_run=sr, token_hash="c" * 64)
     now = timezone.now()
     EvalJob.objects.filter(pk=job.pk).update(completed_at=now, cancel_requested_at=now)
     SeedRun.objects.filter(pk=sr.pk).update(lease_expires_at=now)  # its worker is gone too
