@@ -53,6 +53,8 @@ def _append(
     for _ in range(10):
         try:
             with transaction.atomic(), connection.cursor() as cursor:
+                if connection.vendor == "postgresql":
+                    cursor.execute(_NUMBERING_LOCK_SQL, [job_id])
                 if make is None:
                     cursor.execute(_LAST_SEQ_SQL, [job_id])
                     last = cursor.fetchone()[0] or 0
@@ -83,6 +85,10 @@ def _json_int(key: str) -> str:
     return f"CAST(json_extract({_q('data')}, '$.{key}') AS INTEGER)"
 
 
+# PostgreSQL: the job's event numbers are taken one transaction at a time. Without it the
+# workers writing a job's results at once read the same last number, and all but one of their
+# INSERTs waited for the first to commit, failed, and were written again.
+_NUMBERING_LOCK_SQL = "SELECT pg_advisory_xact_lock(7, hashtext(%s))"
 # What an event row is written with (any other field needs a database default).
 _COLUMNS = ("job_id", "seq", "type", "data", "created_at")
 _LAST_SEQ_SQL = (

@@ -9,9 +9,10 @@ from datetime import timedelta
 import pytest
 from django.contrib.auth import get_user_model
 from django.db import connection, connections, transaction
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from jobs import attempts, claims, ending, leases, public, services, stopping
+from jobs import attempts, claims, ending, events, leases, public, services, stopping
 from jobs.models import EvalJob, JobEvent, RolloutAttempt, SeedRun
 from jobs.scores import Scores
 from tests.jobs.conftest import claim
@@ -287,3 +288,35 @@ def test_redispatch_ends_the_leases_of_a_worker_whose_heartbeats_stopped(job, se
     assert all(sr.losses == 1 for sr in taken if sr.pk in {d.pk for d in dead})
     # Nobody is taken for dead when the heartbeats cannot be read.
     assert services.jobs_redispatch(live=None) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_workers_writing_a_jobs_events_at_once_take_their_numbers_in_turn(job):
+    """Two transactions appending events to one job (two workers' batches of results): the
+    second waits for the first's numbers, then writes its own once. Reading the same last
+    number, it wrote, waited for the first to commit, failed and wrote again."""
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite writes one transaction at a time")
+    holding, release, errors, inserts = threading.Event(), threading.Event(), [], []
+
+    def first():
+        with transaction.atomic():
+            events.job_event_append(job_id=job.id, type=events.EventType.ENVIRONMENT_BUSY, data={})
+            holding.set()
+            release.wait(30)
+
+    def second():
+        with CaptureQueriesContext(connection) as queries:
+            events.job_event_append(job_id=job.id, type=events.EventType.ENVIRONMENT_BUSY, data={})
+        inserts.append(sum(q["sql"].startswith('INSERT INTO "jobs_jobevent"') for q in queries))
+
+    threads = [_thread(first, errors)]
+    assert holding.wait(10)
+    threads.append(_thread(second, errors))
+    _until_waiting_for_locks(1)
+    release.set()
+    for thread in threads:
+        thread.join(20)
+    assert errors == [] and inserts == [1]
+    numbers = list(JobEvent.objects.filter(job=job).order_by("seq").values_list("seq", flat=True))
+    assert numbers == list(range(1, len(numbers) + 1))
