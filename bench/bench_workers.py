@@ -161,11 +161,35 @@ def run_job(
             cap.close()
     succeeded = SeedRun.objects.filter(job=job, status="succeeded").count()
     run_s = (job.completed_at - job.started_at).total_seconds()
+    span = _rollouts_span(job)
     return {"workers": workers, "status": job.status, "succeeded": succeeded, "seeds": seeds,
             "wall_s": wall, "run_s": run_s, "rollouts_per_s": succeeded / run_s,
+            **span, "rollouts_alone_per_s": succeeded / span["rollouts_s"],
             "zip_after_s": zip_s, "worker_cpu": worker_cpu,
             "cpu_ms_per_rollout": cpu * 1000 / seeds, "queries": queries,
             "throttled": sum(throttled) / len(throttled) if throttled else None}  # fmt: skip
+
+
+def _rollouts_span(job) -> dict[str, float]:
+    """The job's run in three parts, from its rows: from its start to its first attempt
+    (`first_s`), its attempts, first start to last end (`rollouts_s`), and from there to the
+    job's end (`end_s`: the results left to write, the summary of every row, the commit)."""
+    from django.db.models import Max, Min
+
+    from jobs.models import RolloutAttempt
+
+    span = RolloutAttempt.objects.filter(seed_run__job=job).aggregate(
+        first=Min("started_at"), last=Max("finished_at")
+    )
+    return {"first_s": (span["first"] - job.started_at).total_seconds(),
+            "rollouts_s": (span["last"] - span["first"]).total_seconds(),
+            "end_s": (job.completed_at - span["last"]).total_seconds()}  # fmt: skip
+
+
+def _span_print(run: dict) -> str:
+    return (f"; its rollouts alone {run['rollouts_alone_per_s']:.1f}/s (the first "
+            f"{run['first_s']:.2f}s after the start, the job's end {run['end_s']:.2f}s after the "
+            "last)")  # fmt: skip
 
 
 def _queries(paths: list[Path], seeds: int) -> dict[str, dict[str, float]] | None:
@@ -316,8 +340,8 @@ def main() -> int:
                       f"run {run['run_s']:.2f}s, {run['rollouts_per_s']:.1f} rollouts/s, "
                       f"{run['cpu_ms_per_rollout']:.2f} ms worker CPU per rollout; "
                       + (f"traces zip stored {run['zip_after_s']:.1f}s after the job ended"
-                         if run["zip_after_s"] is not None else "traces zip not waited for"),
-                      flush=True)  # fmt: skip
+                         if run["zip_after_s"] is not None else "traces zip not waited for")
+                      + _span_print(run), flush=True)  # fmt: skip
                 _queries_print(run["queries"])
                 out["runs"].append(run)
             for workers in args.workers if args.worker_cpu else ():
@@ -327,7 +351,7 @@ def main() -> int:
                       f"{args.seeds} succeeded, run {run['run_s']:.2f}s, "
                       f"{run['rollouts_per_s']:.1f} rollouts/s, {run['cpu_ms_per_rollout']:.2f} ms "
                       f"worker CPU per rollout; throttled in "
-                      f"{run['throttled']:.0%} of periods", flush=True)  # fmt: skip
+                      f"{run['throttled']:.0%} of periods" + _span_print(run), flush=True)  # fmt: skip
                 out.setdefault("capped", []).append(run)
         if args.wall_delay > 0:
             with task_app_served(delay_s=args.wall_delay) as task_url:

@@ -140,12 +140,22 @@ def workers_rows(data: dict) -> list[tuple[str, str, str, str]]:
 
 
 def _series_rows(runs: list[dict], what: str, *, target: str) -> list[tuple[str, str, str, str]]:
-    one = next((r["rollouts_per_s"] for r in runs if r["workers"] == 1), None)
+    """Each run's rollouts/s from the job's start to its end (the target's figure), then over
+    its rollouts alone, with the seconds before the first and after the last."""
+    one = next((r for r in runs if r["workers"] == 1), None)
     rows = []
     for r in runs:
-        ratio = f" ({r['rollouts_per_s'] / one:.2f}x of 1)" if one else ""
+        ratio = f" ({r['rollouts_per_s'] / one['rollouts_per_s']:.2f}x of 1)" if one else ""
+        alone = ""
+        if "rollouts_alone_per_s" in r:
+            of_one = (f", {r['rollouts_alone_per_s'] / one['rollouts_alone_per_s']:.2f}x"
+                      if one else "")  # fmt: skip
+            alone = (f"; its rollouts alone {r['rollouts_alone_per_s']:.0f}{of_one} (the first "
+                     f"{r['first_s']:.2f} s after the start, the end {r['end_s']:.2f} s after "
+                     "the last)")  # fmt: skip
         rows.append((f"rollouts/s, {r['workers']} {what}",
-                     f"{r['rollouts_per_s']:.0f}{ratio}", f"1 worker {one:.0f}" if one else "-",
+                     f"{r['rollouts_per_s']:.0f}{ratio}{alone}",
+                     f"1 worker {one['rollouts_per_s']:.0f}" if one else "-",
                      target if r["workers"] == 4 else ""))  # fmt: skip
     return rows
 
