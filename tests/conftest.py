@@ -56,7 +56,7 @@ DATABASE_DEPENDENT = {
 LATENCY_BOUND = {
     "tests/traces/test_revocation_push.py", "tests/scale/test_sharing.py", "tests/test_runall.py",
     "tests/test_health.py", "tests/jobs/test_web_process_http.py",
-    "tests/jobs/test_answer_memory.py",
+    "tests/jobs/test_answer_memory.py", "tests/jobs/test_runner_idle.py",
 }  # fmt: skip
 
 

@@ -215,8 +215,8 @@ class JobRunner:
                 if left.claim_in is None:
                     await self._finish()
                     return
-                # A backoff runs, or others hold what is open (we take it over if they die).
-                wait = min(left.claim_in, self.lease_s / 3, slice_end - now)
+                # A backoff, or others hold what is open: look again in 4 polls (its end, a stop).
+                wait = min(left.claim_in, self.lease_s / 3, slice_end - now, 4 * POLL_S)
                 await asyncio.sleep(max(wait, POLL_S))
                 continue
             # asyncio.timeout, not wait_for: no task made per turn (a turn per rollout ended).
