@@ -63,16 +63,17 @@ class UniqueToConstraint(migrations.operations.base.Operation):
 
     def _each(self, app_label, schema_editor, state, *, forwards):
         """The two operations one after the other, from `state` (the one before them)."""
-        states = [state]
-        for operation in self._operations():
-            states.append(states[-1].clone())
-            operation.state_forwards(app_label, states[-1])
-        steps = list(zip(self._operations(), states[:-1], states[1:], strict=True))
-        for operation, before, after in steps if forwards else reversed(steps):
-            if forwards:
-                operation.database_forwards(app_label, schema_editor, before, after)
-            else:
-                operation.database_backwards(app_label, schema_editor, after, before)
+        alter, add = self._operations()
+        middle = state.clone()
+        alter.state_forwards(app_label, middle)
+        after = middle.clone()
+        add.state_forwards(app_label, after)
+        if forwards:
+            alter.database_forwards(app_label, schema_editor, state, middle)
+            add.database_forwards(app_label, schema_editor, middle, after)
+        else:
+            add.database_backwards(app_label, schema_editor, after, middle)
+            alter.database_backwards(app_label, schema_editor, middle, state)
 
     def describe(self):
         return f"Unique {self.model_name}.{self.field_name} as the constraint {self.name}"

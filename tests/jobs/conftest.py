@@ -20,13 +20,17 @@ def job(db) -> EvalJob:
     return services.job_start(job_id=created.id)
 
 
-def claim(job, worker="w1", limit=100, lease_s=60.0) -> list[SeedRun]:
-    """A runner's claim (`claims.rollouts_claim`): the seed runs it took, in id order, each
-    with its attempt started (`attempt_of`)."""
+def runner_claim(job, worker="w1", limit=100, lease_s=60.0) -> claims.RolloutClaim:
+    """A runner's claim (`claims.rollouts_claim`), with fresh token hashes."""
     hashes = [secrets.token_hex(32) for _ in range(limit)]
-    got = claims.rollouts_claim(
+    return claims.rollouts_claim(
         job_id=job.id, worker=worker, limit=limit, lease_s=lease_s, token_hashes=hashes
     )
+
+
+def claim(job, worker="w1", limit=100, lease_s=60.0) -> list[SeedRun]:
+    """`runner_claim`'s seed runs, in id order, each with its attempt started (`attempt_of`)."""
+    got = runner_claim(job, worker, limit, lease_s)
     return list(SeedRun.objects.filter(pk__in=[c.id for c, _ in got.rollouts]).order_by("id"))
 
 

@@ -16,7 +16,7 @@ from jobs.events import EventType, job_event_append
 from jobs.figures import JsonText
 from jobs.models import EvalJob, JobEvent, RolloutAttempt, SeedRun
 from jobs.scores import Scores
-from tests.jobs.conftest import attempt_of, claim
+from tests.jobs.conftest import attempt_of, claim, runner_claim
 
 pytestmark = pytest.mark.django_db
 
@@ -34,22 +34,15 @@ def test_claims_never_exceed_max_concurrent_over_all_workers(job):
 def test_a_claim_says_whether_the_job_had_room_for_another_runner(job):
     """Ten seeds, three at a time: a claim limited below the job's free slots says another
     runner could take more; one that took every free slot, or every seed left, does not."""
-
-    def runner_claim(worker: str, limit: int) -> claims.RolloutClaim:
-        hashes = [f"{worker}{n}".ljust(64, "0") for n in range(limit)]
-        return claims.rollouts_claim(
-            job_id=job.id, worker=worker, limit=limit, lease_s=60.0, token_hashes=hashes
-        )
-
-    first = runner_claim("w1", 1)
+    first = runner_claim(job, "w1", 1)
     assert len(first.rollouts) == 1 and first.room
-    second = runner_claim("w2", 5)
+    second = runner_claim(job, "w2", 5)
     assert len(second.rollouts) == 2 and not second.room  # max_concurrent reached
     SeedRun.objects.filter(job=job, status="pending").exclude(seed=9).update(status="cancelled")
     for seed_run in SeedRun.objects.filter(job=job, status="running"):
         leases.seed_run_finish(seed_run_id=seed_run.pk, worker=seed_run.lease_owner,
                                status="succeeded", result=leases.SeedResult())  # fmt: skip
-    last = runner_claim("w3", 1)
+    last = runner_claim(job, "w3", 1)
     assert [c.seed for c, _ in last.rollouts] == [9] and not last.room  # nothing else left
 
 
