@@ -19,7 +19,7 @@ from tests.support import servers
 # the worker loop against the broker. CI runs them again on PostgreSQL and Redis (`-m database`);
 # the pages, the environments and the clients are not run twice.
 DATABASE_DEPENDENT = {
-    "tests/jobs/test_api.py", "tests/jobs/test_api_unknown_fields.py",
+    "tests/jobs/test_among.py", "tests/jobs/test_api.py", "tests/jobs/test_api_unknown_fields.py",
     "tests/jobs/test_answer_memory.py", "tests/jobs/test_batching.py",
     "tests/jobs/test_bulk.py", "tests/jobs/test_dispatch.py",
     "tests/jobs/test_ended_pushed.py",

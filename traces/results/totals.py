@@ -24,6 +24,7 @@ from django.db.models.functions import Coalesce, NullIf
 
 from jobs import figures as kept
 from jobs import stats
+from jobs.among import Among
 from jobs.models import EvalJob, SeedRun
 from jobs.scores import Scores, finite_or_none
 from jobs.selectors import seed_run_pages
@@ -374,11 +375,13 @@ def result_rows_keyed(
 
 
 def seed_runs_rows(seed_runs: list[SeedRun]) -> list[dict[str, Any]]:
-    """The result rows of these seed runs, in their order (two queries for their usage)."""
-    calls = LLMCall.objects.filter(attempt__seed_run_id__in=[sr.id for sr in seed_runs])
-    usage = _per_seed_run(calls.filter(kind=CallKind.POLICY))
-    judge = _per_seed_run(calls.filter(kind=CallKind.JUDGE))
-    return [seed_result_row(sr, usage.get(sr.id), judge.get(sr.id)) for sr in seed_runs]
+    """The result rows of these seed runs, in their order (one query for their calls)."""
+    calls = LLMCall.objects.filter(Among("attempt__seed_run_id", [sr.id for sr in seed_runs]))
+    rows = calls.values("attempt__seed_run_id", "kind").annotate(**_AGGREGATES).order_by()
+    usage = {(r.pop("attempt__seed_run_id"), r.pop("kind")): _usage(**r) for r in rows}
+    policy, judge = CallKind.POLICY, CallKind.JUDGE
+    return [seed_result_row(sr, usage.get((sr.id, policy)), usage.get((sr.id, judge)))
+            for sr in seed_runs]  # fmt: skip
 
 
 def job_usage_by_model(*, job: EvalJob) -> dict[tuple[str, str], Usage]:
