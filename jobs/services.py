@@ -14,7 +14,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Q
 from django.utils import timezone
 
 from evalhub import crypto
@@ -254,8 +254,10 @@ def _every_seed_unreachable(job_id: str) -> str | None:
 
 
 def jobs_redispatch(*, now=None, live: set[str] | None = None) -> list[str]:
-    """Jobs nobody works on any more: not over, samples left to run or judge, and no runner
-    has shown a sign of life (nor has the job been handed out) for a lease period; and, when
+    """Jobs nobody works on any more: not over (samples left to run or judge, or none left
+    and the job not ended: the worker that wrote its last result died before ending it; a
+    runner handed it ends it), and no runner has shown a sign of life (nor has the job been
+    handed out) for a lease period; and, when
     `live` names the worker processes alive ("host:pid", from their heartbeats), the jobs
     whose leases were held by a worker that is not: those leases end now. Marks them
     dispatched and returns their ids; the caller enqueues them. A job left ending for a lease
@@ -275,7 +277,6 @@ def jobs_redispatch(*, now=None, live: set[str] | None = None) -> list[str]:
         EvalJob.objects.filter(status__in=[JobStatus.PENDING, JobStatus.RUNNING])
         .filter(Q(runner_seen_at__isnull=True) | Q(runner_seen_at__lt=stale))
         .filter(Q(dispatched_at__isnull=True, created_at__lt=stale) | Q(dispatched_at__lt=stale))
-        .filter(Exists(SeedRun.objects.filter(job=OuterRef("pk")).open()))
         .values_list("id", flat=True)
     )
     job_ids = []

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from evalhub import heartbeats
+from jobs import services
 from jobs.models import EvalJob, JobEvent, RolloutAttempt, SeedRun
 from jobs.worker.here import hands_ask
 from tests.support.jobs import FAST, JOBS, job_create, job_wait, seeds_of, tasks_published
@@ -372,6 +373,26 @@ def test_a_job_whose_message_was_lost_is_handed_out_again_by_the_scheduler(
     assert job.status == "completed"
     assert state.seeds_called() == {0: 1, 1: 1, 2: 1}
     assert EvalJob.objects.get(pk=job_id).dispatched_at is not None
+
+
+def test_a_job_whose_last_result_was_written_by_a_worker_that_died_is_ended_by_the_scheduler(
+    client_alice, worker_factory
+):
+    """Its every sample ended, the job itself not: the worker that wrote the last result died
+    before ending it, and its message is gone."""
+    from evalhub.celery import app as celery_app
+
+    app, state = task_app_create()
+    with serve_asgi(app) as url:
+        job_id = job_create(client_alice, url, seeds=[0, 1, 2])
+        assert celery_app.control.purge() >= 1
+        services.job_start(job_id=job_id)
+        SeedRun.objects.filter(job_id=job_id).update(status="succeeded", score=1.0, attempts=1)
+        worker_factory(beat=True, EVALHUB_LEASE_S="1", EVALHUB_REDISPATCH_INTERVAL_S="0.5", **FAST)
+        job = job_wait(job_id)
+    assert job.status == "completed" and state.seeds_called() == {}
+    completed = JobEvent.objects.get(job_id=job_id, type="eval.policy.job.completed")
+    assert completed.data["summary"]["num_successful"] == 3
 
 
 def test_a_job_larger_than_one_runner_is_shared_by_two_worker_processes(

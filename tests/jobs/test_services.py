@@ -90,6 +90,23 @@ def test_redispatch_picks_jobs_without_a_live_runner_once_per_lease_period(job, 
     assert services.jobs_redispatch(now=later + timedelta(seconds=30)) == [job.pk]
 
 
+def test_a_job_whose_every_sample_ended_but_that_no_one_finished_is_handed_out_again(job, settings):
+    """The worker that wrote a job's last result died before it ended the job: no sample is
+    open, so nothing else would ever finish it."""
+    settings.EVALHUB_LEASE_S = 10
+    while held := claim(job):  # three at a time
+        for sr in held:
+            leases.seed_run_finish(seed_run_id=sr.pk, worker="w1", status="succeeded",
+                                   result=leases.SeedResult(scores=Scores(score=1.0)))  # fmt: skip
+    assert not SeedRun.objects.filter(job=job).open().exists()
+    now = timezone.now()
+    EvalJob.objects.filter(pk=job.pk).update(runner_seen_at=now, dispatched_at=now)
+    assert services.jobs_redispatch(now=now + timedelta(seconds=5)) == []  # its runner may be on it
+    assert services.jobs_redispatch(now=now + timedelta(seconds=11)) == [job.pk]
+    assert services.job_finish_if_done(job_id=job.id, summarize=job_summary) == "completed"
+    assert services.jobs_redispatch(now=now + timedelta(seconds=30)) == []  # over
+
+
 def test_cancel_closes_running_seeds_even_when_their_worker_died(job):
     (sr,) = claim(job, "w1", limit=1)
     services.job_cancel(job=job)
