@@ -1,6 +1,6 @@
 """What the job page shows of all of a job's rows: the summary, the first per-seed figures, the
 charts, the failures by error and the calls per model. Made in one pass over the rows and kept
-with the job's figures (`jobs/figures.py`, through `traces.results.totals.kept_figures`), so a view of
+with the job's figures (`jobs/figures.py`, through `traces.results.result_rows.kept_figures`), so a view of
 a big job reads them instead of its rows; they are kept as JSON and read back here."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 from frontend import charts, exchange, triage
 from jobs.models import EvalJob
-from traces.results import totals
+from traces.results import result_rows, totals
 
 # Per-seed figures shown on the job page (all of them are in the API's `seeds`).
 SEED_FIGURES_SHOWN = 100
@@ -20,7 +20,7 @@ SEED_FIGURES_SHOWN = 100
 def job_page_figures(*, job: EvalJob) -> dict[str, Any]:
     """The job page's context made from all the job's rows (see the module's docstring)."""
     extra = partial(_dashboard, job)
-    kept = totals.kept_figures(job=job, names=("summary", "job_page"), extra=extra)
+    kept = result_rows.kept_figures(job=job, names=("summary", "job_page"), extra=extra)
     page = kept["job_page"]
     models = [
         exchange.ModelRow(

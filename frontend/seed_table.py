@@ -18,7 +18,7 @@ from django.http import QueryDict
 
 from frontend import triage
 from jobs.models import EvalJob, SeedRun, SeedStatus
-from traces.results import totals
+from traces.results import result_rows, totals
 
 SORT_KEYS = ("seed", "status", "score", "latency_ms", "tokens", "cost_usd", "attempts")
 PAGE_SIZES = (25, 100, 250, 1000)
@@ -72,11 +72,11 @@ def table_page(*, job: EvalJob, params: QueryDict) -> tuple[Page, list[dict[str,
     runs = seed_runs_shown(job=job, query=query)
     if not query.error:
         page = Paginator(runs, page_size(params)).get_page(params.get("page"))
-        return page, totals.seed_runs_rows(list(page.object_list))
+        return page, result_rows.seed_runs_rows(list(page.object_list))
     ids = [pk for pk, error in runs.values_list("pk", "error") if _of_class(error, query)]
     page = Paginator(ids, page_size(params)).get_page(params.get("page"))
     by_id = runs.in_bulk(list(page.object_list))
-    return page, totals.seed_runs_rows([by_id[pk] for pk in page.object_list])
+    return page, result_rows.seed_runs_rows([by_id[pk] for pk in page.object_list])
 
 
 def _of_class(error: str | None, query: triage.TableQuery) -> bool:

@@ -22,7 +22,7 @@ from jobs.apikeys import api_key_create, api_key_revoke
 from jobs.models import JobStatus
 from jobs.public import LIST_DEFERRED, job_config, job_warnings
 from traces.redaction import Redactor, job_redactor
-from traces.results import totals
+from traces.results import result_rows, totals
 from traces.zip.export import job_traces_response
 
 JOBS_PER_PAGE = 25
@@ -239,7 +239,7 @@ def seed_detail(request: HttpRequest, job_id: str, seed: int) -> HttpResponse:
         {
             "job": job,
             "seed_run": seed_run,
-            "row": totals.seed_result_row(seed_run, usage),
+            "row": result_rows.seed_result_row(seed_run, usage),
             "attempts": attempts,
             "raw_exchanges": exchange.raw_exchanges(attempts=attempts, redactor=redactor),
             # A tool is placed after the call that asked for it: only with every call at hand.

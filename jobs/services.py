@@ -200,7 +200,7 @@ def job_finish_if_done(
     """When no seed is pending or running any more, end the job: `completed`, or `failed` when
     not one seed succeeded and every one failed because the task app could not be reached.
     `summarize` gives the summary the `completed` event carries (it sums LLM calls, which is
-    traces' business: the worker passes `traces.results.totals.job_summary`). Returns the new status,
+    traces' business: the worker passes `traces.results.result_rows.job_summary`). Returns the new status,
     or None when the job is not finished (or someone else ended it).
 
     Once no sample is open its rows no longer change, so the summary (a pass over every row:

@@ -11,7 +11,7 @@ from jobs.models import EvalJob, SeedRun
 from jobs.verifier.config import verifier_config_of
 from traces.models import CallKind
 from traces.redaction import job_redactor
-from traces.results import totals
+from traces.results import result_rows, totals
 
 register = template.Library()
 
@@ -29,7 +29,7 @@ def seed_verdict(job: EvalJob, seed_run: SeedRun) -> dict[str, Any]:
         return {"shown": False}
     judge = totals.seed_usage(job=job, seed_run=seed_run, kind=CallKind.JUDGE).get(seed_run.id)
     redactor = job_redactor(job=job)
-    fields = totals.judge_fields(seed_run, judge)
+    fields = result_rows.judge_fields(seed_run, judge)
     return {
         "shown": True,
         "config": _config(job),
@@ -50,7 +50,7 @@ def job_verdicts(job: EvalJob) -> dict[str, Any]:
         return {"shown": False}
     # The first rows only; the figures over all of them are the summary's, kept with the job.
     judged = SeedRun.objects.filter(job=job).exclude(judge_status="").defer("task_trace")
-    shown = totals.seed_runs_rows(list(judged.order_by("seed", "repeat")[:VERDICTS_SHOWN]))
+    shown = result_rows.seed_runs_rows(list(judged.order_by("seed", "repeat")[:VERDICTS_SHOWN]))
     redactor = job_redactor(job=job)
     for row in shown:
         row["verifier_justification"] = redactor.text(row["verifier_justification"] or "")
@@ -59,7 +59,7 @@ def job_verdicts(job: EvalJob) -> dict[str, Any]:
         "shown": True,
         "job": job,
         "config": config,
-        "summary": totals.job_summary(job),
+        "summary": result_rows.job_summary(job),
         "rows": shown,
         "more": judged.count() - len(shown),
     }

@@ -43,7 +43,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from django.conf import settings
-from django.db import InterfaceError, OperationalError, connections
+from django.db import connections
 
 from evalhub.celery import DRAIN
 from jobs import claims, services
@@ -51,8 +51,9 @@ from jobs.dispatch import job_dispatch, job_trace_members_dispatch, queue_waitin
 from jobs.models import EvalJob, JobStatus
 from jobs.worker.here import HERE, Hand, LoopLag, hands_ask
 from jobs.worker.judging import JudgeSource
+from jobs.worker.outages import through_outages
 from jobs.worker.rollouts import RolloutSource
-from traces.results import totals
+from traces.results.result_rows import job_summary
 
 try:  # uvicorn[standard] installs it, but for Windows
     import uvloop
@@ -63,6 +64,9 @@ log = logging.getLogger(__name__)
 
 # How often the runner looks at the job's status (a cancel is noticed within this).
 POLL_S = 0.5
+# How often a runner with nothing in flight looks at what is left of the job while other
+# workers hold it: another worker ending the job frees this runner's Celery thread within it.
+IDLE_LOOK_S = 4 * POLL_S
 # How soon a runner whose hand-over the broker did not take tries again (it works on meanwhile).
 UNSENT_RETRY_S = 2.0
 # How soon a runner that could not keep up with a hand asks for one again.
@@ -129,7 +133,7 @@ class JobRunner:
 
     async def _in(self, thread: ThreadPoolExecutor, call) -> Any:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(thread, functools.partial(_through_blips, call))
+        return await loop.run_in_executor(thread, functools.partial(through_outages, call))
 
     async def run(self) -> None:
         try:
@@ -215,8 +219,8 @@ class JobRunner:
                 if left.claim_in is None:
                     await self._finish()
                     return
-                # A backoff, or others hold what is open: look again in 4 polls (its end, a stop).
-                wait = min(left.claim_in, self.lease_s / 3, slice_end - now, 4 * POLL_S)
+                # A backoff, or others hold what is open: look again soon (its end, a stop).
+                wait = min(left.claim_in, self.lease_s / 3, slice_end - now, IDLE_LOOK_S)
                 await asyncio.sleep(max(wait, POLL_S))
                 continue
             # asyncio.timeout, not wait_for: no task made per turn (a turn per rollout ended).
@@ -363,7 +367,7 @@ class JobRunner:
 
     async def _finish(self) -> None:
         """Nothing is open: end the job (whichever runner sees it first)."""
-        await self.db(services.job_finish_if_done, job_id=self.job_id, summarize=totals.job_summary)
+        await self.db(services.job_finish_if_done, job_id=self.job_id, summarize=job_summary)
 
     async def _abort_all(self) -> None:
         """The job is over (cancelled, failed, stopped): what is in flight stops. Closing the
@@ -379,22 +383,3 @@ class JobRunner:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         return len(tasks)
-
-
-def _through_blips(call):
-    """Run a database call, again on a new connection while the database cannot be reached,
-    for up to EVALHUB_DB_OUTAGE_S: a restart of the database pauses the runner (its rollouts
-    go on), it does not end it. Every write it makes is conditional, so a retried one that
-    had landed changes nothing."""
-    deadline = time.monotonic() + settings.EVALHUB_DB_OUTAGE_S
-    pause = 0.1
-    while True:
-        try:
-            return call()
-        except (OperationalError, InterfaceError):
-            if time.monotonic() + pause > deadline:
-                raise
-            log.warning("database unreachable; trying again in %.1fs", pause)
-            connections.close_all()
-            time.sleep(pause)
-            pause = min(pause * 2, 2.0)

@@ -19,7 +19,7 @@ from jobs.models import EvalJob, JobFigures, RolloutAttempt, SeedRun, SeedStatus
 from tests.frontend import job_rows
 from traces.calls import recording as services
 from traces.models import LLMCall
-from traces.results import totals
+from traces.results import result_rows
 
 pytestmark = pytest.mark.django_db
 
@@ -75,7 +75,7 @@ def test_an_unknown_cost_sorts_last_as_the_table_shows_it(owner):
     for run in SeedRun.objects.filter(job=job).order_by("seed"):
         job_rows.seed_complete(seed_run=run)
     job_rows.attempt_record(seed_run=SeedRun.objects.get(job=job, seed=1), number=2, cost=None)
-    rows = {r["seed"]: r for r in totals.job_results(job=job)[1]}
+    rows = {r["seed"]: r for r in result_rows.job_results(job=job)[1]}
     assert rows[1]["cost_usd"] is None
     assert shown(job, sort="cost_usd") == [0, 2, 1]
     assert shown(job, sort="-cost_usd") == [2, 0, 1]
@@ -127,13 +127,13 @@ def test_kept_figures_equal_the_computed_ones_and_are_read_not_recomputed(owner)
     job = job_rows.job_make(owner=owner, seeds=list(range(12)), repeats=2, pass_threshold=0.5)
     job_rows.job_run_all(job=job, scores={s: (s % 4) / 4 for s in range(12)})
     ended_long_ago(job)
-    computed_summary, rows = totals.job_results(job=job)
-    computed_seeds = totals.job_figures(job=job, rows=rows)["seeds"]
-    kept = totals.kept_figures(job=job, names=("summary", "seeds"))
+    computed_summary, rows = result_rows.job_results(job=job)
+    computed_seeds = result_rows.job_figures(job=job, rows=rows)["seeds"]
+    kept = result_rows.kept_figures(job=job, names=("summary", "seeds"))
     assert kept == {"summary": computed_summary, "seeds": computed_seeds}
     assert JobFigures.objects.filter(job=job, settled=True).count() == 2
     # Read back from the store: the same values through JSON.
-    assert totals.kept_figures(job=job, names=("summary", "seeds")) == kept
+    assert result_rows.kept_figures(job=job, names=("summary", "seeds")) == kept
     page = job_page.job_page_figures(job=job)
     assert page["summary"] == computed_summary
     assert page["seed_figures"] == computed_seeds[: job_page.SEED_FIGURES_SHOWN]
@@ -150,18 +150,18 @@ def test_a_running_job_is_computed_on_every_read_and_kept_once_it_ends(owner):
     job_rows.job_start(job=job)
     runs = list(SeedRun.objects.filter(job=job).order_by("seed"))
     job_rows.seed_complete(seed_run=runs[0], score=1.0)
-    assert totals.job_summary(job)["num_successful"] == 1
+    assert result_rows.job_summary(job)["num_successful"] == 1
     job_rows.seed_complete(seed_run=runs[1], score=0.0)
-    assert totals.job_summary(job)["num_successful"] == 2
+    assert result_rows.job_summary(job)["num_successful"] == 2
     assert not JobFigures.objects.filter(job=job).exists()  # small and running: never kept
     job_rows.seed_complete(seed_run=runs[2], score=0.5)
     job_rows.job_finish(job=job)
     job.refresh_from_db()
     # Just ended: calls may still be on their way to the database (SETTLE_S).
-    assert totals.job_summary(job)["num_successful"] == 3
+    assert result_rows.job_summary(job)["num_successful"] == 3
     assert not JobFigures.objects.filter(job=job).exists()
     ended_long_ago(job)
-    assert totals.job_summary(job)["num_successful"] == 3
+    assert result_rows.job_summary(job)["num_successful"] == 3
     assert JobFigures.objects.get(job=job, name="summary").settled
 
 
@@ -173,11 +173,11 @@ def test_a_cancelled_job_with_a_sample_still_running_is_not_kept_as_final(owner)
     SeedRun.objects.filter(pk=runs[1].pk).update(status=SeedStatus.RUNNING)
     job_rows.job_finish(job=job, status="cancelled")
     ended_long_ago(job)
-    assert totals.job_summary(job)["num_successful"] == 1
+    assert result_rows.job_summary(job)["num_successful"] == 1
     assert not JobFigures.objects.filter(job=job, settled=True).exists()
     # The running sample ends after the cancel: the figures say so.
     job_rows.seed_complete(seed_run=SeedRun.objects.get(pk=runs[1].pk), score=1.0)
-    assert totals.job_summary(job)["num_successful"] == 2
+    assert result_rows.job_summary(job)["num_successful"] == 2
     assert JobFigures.objects.get(job=job, name="summary").settled
 
 
@@ -185,13 +185,13 @@ def test_forgotten_figures_are_computed_again_from_the_rows(owner):
     job = job_rows.job_make(owner=owner, seeds=[0, 1])
     job_rows.job_run_all(job=job, scores={0: 1.0, 1: 0.0})
     ended_long_ago(job)
-    assert totals.job_summary(job)["mean_score"] == 0.5
+    assert result_rows.job_summary(job)["mean_score"] == 0.5
     # Rows changed behind the store's back (nothing in evalhub does this to a settled job):
     # the kept figures stay as they were until forgotten.
     SeedRun.objects.filter(job=job, seed=1).update(score=1.0)
-    assert totals.job_summary(job)["mean_score"] == 0.5
+    assert result_rows.job_summary(job)["mean_score"] == 0.5
     figures.forget(job_id=job.id)
-    assert totals.job_summary(job)["mean_score"] == 1.0
+    assert result_rows.job_summary(job)["mean_score"] == 1.0
 
 
 def test_a_rerun_has_figures_of_its_own_and_leaves_the_parents_as_computed(owner):
@@ -203,34 +203,34 @@ def test_a_rerun_has_figures_of_its_own_and_leaves_the_parents_as_computed(owner
         )
     job_rows.job_finish(job=parent)
     parent.refresh_from_db()
-    before = totals.job_summary(parent)
+    before = result_rows.job_summary(parent)
     assert before["num_failed"] == 1
     rerun = reruns.job_rerun(parent=parent, seeds="failed")
-    assert totals.job_summary(rerun)["num_pending"] == 1  # not the parent's figures
+    assert result_rows.job_summary(rerun)["num_pending"] == 1  # not the parent's figures
     job_rows.job_start(job=rerun)
     job_rows.seed_complete(seed_run=SeedRun.objects.get(job=rerun, seed=2), score=1.0)
     job_rows.job_finish(job=rerun)
     rerun.refresh_from_db()
-    after = totals.job_summary(rerun)
+    after = result_rows.job_summary(rerun)
     assert (after["num_successful"], after["num_failed"]) == (3, 0)
-    assert after == totals.job_results(job=rerun)[0]
-    assert totals.job_summary(parent) == before == totals.job_results(job=parent)[0]
+    assert after == result_rows.job_results(job=rerun)[0]
+    assert result_rows.job_summary(parent) == before == result_rows.job_results(job=parent)[0]
 
 
 def test_a_call_saved_after_the_figures_were_made_final_drops_them(owner):
     job = job_rows.job_make(owner=owner, seeds=[0, 1])
     job_rows.job_run_all(job=job)
     ended_long_ago(job)
-    before = totals.job_summary(job)
+    before = result_rows.job_summary(job)
     assert JobFigures.objects.filter(job=job, settled=True).exists()
     attempt = RolloutAttempt.objects.filter(seed_run__job=job).first()
     late = LLMCall(attempt=attempt, seq=0, request={"messages": []}, started_at=timezone.now(),
                    prompt_tokens=400, completion_tokens=100, total_tokens=500, cost_usd=0.001)  # fmt: skip
     services.llm_calls_save(calls=[late])
     assert not JobFigures.objects.filter(job=job).exists()
-    after = totals.job_summary(job)
+    after = result_rows.job_summary(job)
     assert after["total_tokens"] == before["total_tokens"] + 500
-    assert after == totals.job_results(job=job)[0]
+    assert after == result_rows.job_results(job=job)[0]
 
 
 def test_an_error_class_of_distinct_messages_pages_and_walks_like_any_filter(web, owner):

@@ -15,7 +15,7 @@ from django.utils import timezone
 from jobs import stats
 from jobs.models import JobFigures, SeedRun
 from tests.frontend import job_rows
-from traces.results import summary, totals
+from traces.results import result_rows, summary
 
 JOBS = "/api/eval/jobs"
 BAD = [float("nan"), float("inf"), float("-inf")]
@@ -99,7 +99,7 @@ def test_kept_figures_holding_nan_are_read_as_missing(client_alice):
         job=job, name="summary", value='{"mean_score": NaN, "std_score": Infinity}',
         settled=True, computed_at=timezone.now(),
     )  # fmt: skip
-    kept = totals.kept_figures(job=job, names=("summary",))
+    kept = result_rows.kept_figures(job=job, names=("summary",))
     assert kept["summary"] == {"mean_score": None, "std_score": None}
 
 

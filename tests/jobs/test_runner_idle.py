@@ -12,7 +12,7 @@ from jobs.models import EvalJob, SeedRun
 from jobs.scores import Scores
 from jobs.worker import runner
 from tests.jobs.conftest import claim
-from traces.results.totals import job_summary
+from traces.results.result_rows import job_summary
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

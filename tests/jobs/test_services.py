@@ -16,7 +16,7 @@ from jobs import attempts, claims, ending, events, leases, public, services, sto
 from jobs.models import EvalJob, JobEvent, RolloutAttempt, SeedRun
 from jobs.scores import Scores
 from tests.jobs.conftest import claim
-from traces.results.totals import job_summary
+from traces.results.result_rows import job_summary
 
 pytestmark = pytest.mark.django_db
 

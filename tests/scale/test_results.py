@@ -13,11 +13,11 @@ from jobs import labels, services
 from jobs.apikeys import api_key_create_for_username
 from jobs.models import EvalJob, RolloutAttempt, SeedRun
 from traces.models import LLMCall
-from traces.results import totals
+from traces.results import result_rows
 from traces.results.summary import with_people
 
 JOBS = "/api/eval/jobs"
-SEEDS = 2_345  # more than two chunks of rows (totals.RESULT_ROWS_CHUNK)
+SEEDS = 2_345  # more than two chunks of rows (result_rows.RESULT_ROWS_CHUNK)
 
 
 def _finished_job(owner, seeds: int) -> EvalJob:
@@ -62,7 +62,7 @@ def test_the_streamed_document_is_the_whole_results_document(big_job):
     assert response.headers["content-type"].startswith("application/json")
     assert "content-length" not in response.headers  # streamed, not built in memory
     body = response.json()
-    summary, rows = totals.job_results(job=job)
+    summary, rows = result_rows.job_results(job=job)
     # The summary as the job's figures have it, with what people made of its samples.
     summary = with_people(summary, labels.job_people(job=job))
     assert body["summary"] == httpx.Response(200, json=summary).json()

@@ -14,7 +14,7 @@ from tests.support.servers import serve_asgi
 from tests.support.task_app import task_app_create
 from tests.traces.test_interceptor import GPT_4O_MINI, MESSAGES, published_cost, recorded, through
 from traces.models import LLMCall
-from traces.results.totals import job_results
+from traces.results.result_rows import job_results
 
 # Each call of the fake spends 1200 + 300 tokens by default.
 CALL_TOKENS = 1500

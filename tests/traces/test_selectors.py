@@ -5,8 +5,9 @@ from django.utils import timezone
 
 from jobs.models import EvalJob, RolloutAttempt, SeedRun
 from traces.models import LLMCall, Refusal
+from traces.results.result_rows import job_results
 from traces.results.selectors import attempt_access_get
-from traces.results.totals import Spent, attempt_spent, job_results, job_spent
+from traces.results.totals import Spent, attempt_spent, job_spent
 from traces.tokens import token_hash
 
 

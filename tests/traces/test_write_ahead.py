@@ -26,7 +26,8 @@ from traces.calls.recording import (
 )
 from traces.models import CallState, LLMCall
 from traces.redaction import job_redactor
-from traces.results.totals import job_results, job_spent
+from traces.results.result_rows import job_results
+from traces.results.totals import job_spent
 from traces.zip.documents import seed_trace_document
 
 pytestmark = pytest.mark.django_db

@@ -10,7 +10,7 @@ from typing import Any
 
 from jobs import labels, stats
 from jobs.models import EvalJob
-from traces.results import totals
+from traces.results import result_rows
 
 KIND_ORDER = {"regression": 0, "improvement": 1, "": 2}
 SIDE_FIGURES = ("mean_score", "mean_score_ci95", "pass_rate", "pass_threshold", "num_samples",
@@ -52,8 +52,8 @@ def seed_outcome(seed: dict[str, Any]) -> str:
 
 def jobs_compare(*, base: EvalJob, candidate: EvalJob) -> dict[str, Any]:
     """The comparison of `candidate` against `base` (deltas are candidate - base)."""
-    base_summary, base_rows = totals.job_results(job=base)
-    cand_summary, cand_rows = totals.job_results(job=candidate)
+    base_summary, base_rows = result_rows.job_results(job=base)
+    cand_summary, cand_rows = result_rows.job_results(job=candidate)
     base_means, cand_means = _seed_means(base, base_rows), _seed_means(candidate, cand_rows)
     said = {"base": labels.job_seed_verdicts(job=base),
             "candidate": labels.job_seed_verdicts(job=candidate)}  # fmt: skip

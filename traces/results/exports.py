@@ -18,7 +18,7 @@ from jobs.models import AttemptStatus, EvalJob, SeedRun, SeedStatus
 from traces.calls import conversation
 from traces.models import CallKind, LLMCall
 from traces.redaction import Redactor, job_redactor
-from traces.results import comparison, totals
+from traces.results import comparison, result_rows
 
 CSV_COLUMNS = ("seed", "repeat", "status", "score", "reward_mean", "outcome_score",
                "events_score", "verifier_score", "latency_ms", "tokens", "cost_usd",
@@ -32,7 +32,7 @@ CHUNK = 200
 def results_csv_lines(*, job: EvalJob) -> Iterator[str]:
     """The CSV, a line at a time (header first)."""
     redactor = job_redactor(job=job)
-    _, rows = totals.job_results(job=job)
+    _, rows = result_rows.job_results(job=job)
     carried = labels.job_labels_by_sample(job=job)
     redacted = (
         {**row, "error": redactor.text(row["error"]) if row["error"] else "",

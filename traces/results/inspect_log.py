@@ -23,7 +23,7 @@ from jobs.models import EvalJob, JobStatus, SeedRun, SeedStatus
 from traces.calls.conversation import transcript
 from traces.models import CallKind
 from traces.redaction import Redactor, job_redactor
-from traces.results import totals
+from traces.results import result_rows, totals
 from traces.zip.documents import trace_of, trace_rows
 
 PAGE_SIZE = 100
@@ -86,7 +86,7 @@ def inspect_log_chunks(*, job: EvalJob) -> Iterator[bytes]:
 
 
 def _header(job: EvalJob) -> dict[str, Any]:
-    summary = totals.job_summary(job)
+    summary = result_rows.job_summary(job)
     # Inspect reads usage per model: the policy's calls and the judge's on one model together.
     per_model: dict[str, list[totals.Usage]] = {}
     for (_kind, model), usage in totals.job_usage_by_model(job=job).items():

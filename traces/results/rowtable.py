@@ -1,5 +1,5 @@
 """Result rows kept as tuples (a third of the memory of dicts), for the passes over every row of
-a big job (`traces.results.totals.kept_figures`)."""
+a big job (`traces.results.result_rows.kept_figures`)."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ from rest_framework.utils.encoders import JSONEncoder
 
 from jobs import labels
 from jobs.models import EvalJob
-from traces.results import totals
+from traces.results import result_rows
 from traces.results.summary import with_people
 
 MAX_PAGE = 10_000
@@ -57,7 +57,7 @@ def cursor_decode(cursor: str) -> tuple[int, int]:
 def results_page(*, job: EvalJob, limit: int, cursor: str | None) -> dict[str, Any]:
     """One page of the job's result rows."""
     after = cursor_decode(cursor) if cursor else None
-    keyed = list(totals.result_rows_keyed(job=job, after=after, limit=limit + 1))
+    keyed = list(result_rows.result_rows_keyed(job=job, after=after, limit=limit + 1))
     more = len(keyed) > limit
     keyed = keyed[:limit]
     next_cursor = cursor_encode(*keyed[-1][0]) if more and keyed else None
@@ -67,7 +67,7 @@ def results_page(*, job: EvalJob, limit: int, cursor: str | None) -> dict[str, A
 
 
 def _whole_pieces(job: EvalJob) -> Iterator[str]:
-    kept = totals.kept_figures(job=job, names=("summary", "seeds"), as_text=("seeds",))
+    kept = result_rows.kept_figures(job=job, names=("summary", "seeds"), as_text=("seeds",))
     summary = with_people(kept["summary"], labels.job_people(job=job))
     head = {**summary, "job_id": job.id, "task_app_kind": job.task_app_kind,
             "status": job.status, "error": job.error, "summary": summary}  # fmt: skip
@@ -77,7 +77,7 @@ def _whole_pieces(job: EvalJob) -> Iterator[str]:
         yield seeds[start : start + PIECE_BYTES]
     yield ',"results":['
     parts, size, first = [], 0, True
-    for row in totals.result_rows(job=job):
+    for row in result_rows.result_rows(job=job):
         text = _dumps(row) if first else "," + _dumps(row)
         first = False
         parts.append(text)

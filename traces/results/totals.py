@@ -1,7 +1,8 @@
 """Per-seed and per-job totals: tokens, cost, calls and budget refusals summed over the LLM
-calls, the per-seed result rows and the job summary. The only place that sums LLM calls: in
-the database (`_AGGREGATES`), or in memory for calls already read (`usage_from_calls`, and
-`Spent`, what the interceptor's budget and rollout-limit checks count).
+calls (a job's result rows and its summary are made of them in `traces.results.result_rows`).
+The only place that sums LLM calls: in the database (`_AGGREGATES`), or in memory for calls
+already read (`usage_from_calls`, and `Spent`, what the interceptor's budget and rollout-limit
+checks count).
 
 One rule holds everywhere: a cost that is unknown is never a silent 0. One call of a model
 without a known price makes its seed's `cost_usd` null (`cost_unknown: true`), and one such seed
@@ -14,7 +15,7 @@ design: it counts unknown prices as 0, since it can only refuse on what it knows
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,12 +23,8 @@ from django.db import models
 from django.db.models import Count, FloatField, Q, QuerySet, Sum, Value
 from django.db.models.functions import Coalesce, NullIf
 
-from jobs import figures as kept
-from jobs import stats
 from jobs.among import Among
 from jobs.models import EvalJob, SeedRun
-from jobs.scores import Scores, finite_or_none
-from jobs.selectors import seed_run_pages
 from traces.calls.replay import NO_REPLAY, NOT_LIVE, Replayed, replayed_sum
 from traces.models import (
     RETRIED_MARK,
@@ -38,9 +35,6 @@ from traces.models import (
     Refusal,
     ReplayMark,
 )
-from traces.results.rows import model_rows
-from traces.results.rowtable import RowTable
-from traces.results.summary import summarize, summary_and_seeds
 
 
 @dataclass(frozen=True)
@@ -182,6 +176,14 @@ def _per_seed_run(calls) -> dict[int, Usage]:
     return {r.pop("attempt__seed_run_id"): _usage(**r) for r in rows}
 
 
+def usage_by_seed_run_and_kind(seed_run_ids: list[int]) -> dict[tuple[int, str], Usage]:
+    """Usage of each of these seed runs' calls by (seed run id, kind), in one query (the ids
+    as one parameter, `Among`): the result rows' usage, a thousand seed runs at a time."""
+    calls = LLMCall.objects.filter(Among("attempt__seed_run_id", seed_run_ids))
+    rows = calls.values("attempt__seed_run_id", "kind").annotate(**_AGGREGATES).order_by()
+    return {(r.pop("attempt__seed_run_id"), r.pop("kind")): _usage(**r) for r in rows}
+
+
 def job_usage_many(*, job_ids: list[str]) -> dict[str, Usage]:
     """Usage of each of several jobs, in one query."""
     calls = LLMCall.objects.filter(attempt__seed_run__job_id__in=job_ids, kind=CallKind.POLICY)
@@ -256,132 +258,6 @@ def attempt_spent(*, attempt_id: int) -> Spent:
     own."""
     calls = LLMCall.objects.filter(attempt_id=attempt_id, refusal=Refusal.NONE)
     return _spent(calls.exclude(error__contains=RETRIED_MARK))
-
-
-# --- result rows and the summary -------------------------------------------------------------
-
-
-def judge_fields(seed_run: SeedRun, judge: Usage | None) -> dict[str, Any]:
-    """The verifier's columns of a result row: its verdict, what its judge spent, and how its
-    calls were answered (`judge_replayed_calls`... as the policy's, docs/replay.md)."""
-    judge = judge or NO_USAGE
-    return {
-        "task_app_score": finite_or_none(seed_run.task_app_score),
-        "judge_status": seed_run.judge_status or None,
-        "verifier_justification": seed_run.verifier_justification,
-        "verifier_error": seed_run.verifier_error,
-        "judge_tokens": judge.total_tokens,
-        "judge_cost_usd": judge.cost_usd,
-        "judge_num_llm_calls": judge.num_llm_calls,
-        **{f"judge_{name}": value for name, value in judge.replay.row_fields().items()},
-    }
-
-
-def seed_result_row(
-    seed_run: SeedRun, usage: Usage | None, judge: Usage | None = None
-) -> dict[str, Any]:
-    """One seed's row of GET /results (also in its trace document and on the dashboard)."""
-    scores = Scores.of(seed_run)
-    return {
-        "seed": seed_run.seed,
-        "repeat": seed_run.repeat,
-        "status": seed_run.status,
-        **scores.as_fields(),
-        "reward": scores.score,
-        "outcome_objectives": outcome_objectives(seed_run),
-        "latency_ms": seed_run.latency_ms,
-        **(usage or NO_USAGE).row_fields(),
-        "attempts": seed_run.attempts,
-        "error": seed_run.error,
-        "started_at": seed_run.started_at,
-        "finished_at": seed_run.finished_at,
-        **judge_fields(seed_run, judge),
-        "reused": seed_run.reused_from_id is not None,
-    }
-
-
-def outcome_objectives(seed_run: SeedRun) -> dict[str, Any] | None:
-    """The task app's `outcome_objectives` for the seed (kept with its reward object), or None."""
-    metrics = seed_run.metrics if isinstance(seed_run.metrics, dict) else {}
-    objectives = metrics.get("outcome_objectives")
-    return objectives if isinstance(objectives, dict) else None
-
-
-def job_results(*, job: EvalJob) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """(summary, per-seed rows) of the job, computed from its seed runs and LLM calls."""
-    rows = list(result_rows(job=job))
-    return summarize(job=job, rows=rows), rows
-
-
-def job_figures(*, job: EvalJob, rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """jobs.stats' figures of the job's result rows (per-seed figures under `seeds`)."""
-    samples = (stats.Sample(r["seed"], r["repeat"], r["status"], r["score"]) for r in rows)
-    return stats.job_figures(samples, repeats=job.repeats, threshold=job.pass_threshold)
-
-
-def job_summary(job: EvalJob) -> dict[str, Any]:
-    """The job's summary, kept once its rows are final (`jobs.figures`)."""
-    return kept_figures(job=job, names=("summary",))["summary"]
-
-
-def kept_figures(
-    *,
-    job: EvalJob,
-    names: tuple[str, ...],
-    extra: Callable[[RowTable, dict], dict] | None = None,
-    as_text: tuple[str, ...] = (),
-) -> dict[str, Any]:
-    """Figures of all the job's rows, kept by `jobs.figures`: "summary", "seeds" (per-seed
-    figures) or what `extra(rows, those two)` makes in the same pass. Rows are held as tuples
-    meanwhile (a third of the memory of dicts): 100,000 seeds cost tens of MiB, not hundreds."""
-
-    def compute() -> dict[str, Any]:
-        if extra is None:  # one streaming pass: the rows are never held
-            summary, seeds = summary_and_seeds(job=job, rows=result_rows(job=job))
-            return {"summary": summary, "seeds": kept.JsonText(seeds)}
-        rows = RowTable(result_rows(job=job))
-        figures = job_figures(job=job, rows=rows)
-        summary = summarize(job=job, rows=rows, figures=figures)
-        base = {"summary": summary, "seeds": figures["seeds"]}
-        return {**base, **extra(rows, base)}
-
-    return kept.cached(job=job, names=names, compute=compute, as_text=as_text)
-
-
-# Seed runs (with their usage) read per database round trip by `result_rows`.
-RESULT_ROWS_CHUNK = 1000
-
-
-def result_rows(*, job: EvalJob) -> Iterator[dict[str, Any]]:
-    """The job's result rows in seed order, RESULT_ROWS_CHUNK seed runs at a time."""
-    for _, row in result_rows_keyed(job=job):
-        yield row
-
-
-def result_rows_keyed(
-    *, job: EvalJob, after: tuple[int, int] | None = None, limit: int | None = None
-) -> Iterator[tuple[tuple[int, int], dict[str, Any]]]:
-    """((seed, repeat), row) in that order; `after` is the key of the last row already read
-    (`jobs.selectors.seed_run_pages`), `limit` the most rows."""
-    for chunk in seed_run_pages(
-        SeedRun.objects.filter(job=job),
-        size=RESULT_ROWS_CHUNK,
-        read=lambda page: list(model_rows(page, exclude=("task_trace",))),
-        after=after,
-        limit=limit,
-    ):
-        for sr, row in zip(chunk, seed_runs_rows(chunk), strict=True):
-            yield (sr.seed, sr.repeat), row
-
-
-def seed_runs_rows(seed_runs: list[SeedRun]) -> list[dict[str, Any]]:
-    """The result rows of these seed runs, in their order (one query for their calls)."""
-    calls = LLMCall.objects.filter(Among("attempt__seed_run_id", [sr.id for sr in seed_runs]))
-    rows = calls.values("attempt__seed_run_id", "kind").annotate(**_AGGREGATES).order_by()
-    usage = {(r.pop("attempt__seed_run_id"), r.pop("kind")): _usage(**r) for r in rows}
-    policy, judge = CallKind.POLICY, CallKind.JUDGE
-    return [seed_result_row(sr, usage.get((sr.id, policy)), usage.get((sr.id, judge)))
-            for sr in seed_runs]  # fmt: skip
 
 
 def job_usage_by_model(*, job: EvalJob) -> dict[tuple[str, str], Usage]:

@@ -21,7 +21,7 @@ from traces.calls.conversation import as_chat
 from traces.calls.messages import first_choice, reasoning_of
 from traces.models import CallKind, CallState, LLMCall
 from traces.redaction import Redactor
-from traces.results import totals
+from traces.results import result_rows, totals
 from traces.results.rows import decode, model_rows
 
 SCHEMA = "evalhub.trace/1"
@@ -237,7 +237,7 @@ def trace_of(
     pairs = [(attempt, call) for attempt, calls in attempts for call in calls]
     usage = totals.usage_from_calls(call for _, call in pairs if call.kind == CallKind.POLICY)
     judge = totals.usage_from_calls(call for _, call in pairs if call.kind == CallKind.JUDGE)
-    row = totals.seed_result_row(seed_run, usage, judge)
+    row = result_rows.seed_result_row(seed_run, usage, judge)
     document = {
         **document_head(job=job, seed_run=seed_run, row=row, usage=usage,
                         attempts=[a for a, _ in attempts]),

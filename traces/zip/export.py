@@ -37,7 +37,7 @@ from jobs.models import TERMINAL_SEED_STATUSES, EvalJob, SeedRun
 from jobs.public import job_config
 from traces.models import CallState, LLMCall
 from traces.redaction import job_redactor
-from traces.results import totals
+from traces.results import result_rows
 from traces.zip.documents import document_bytes
 from traces.zip.members import ZIP_LEVEL, job_members
 from traces.zip.writer import ZipWriter
@@ -117,7 +117,7 @@ def _deflated_member(
 
 
 def _manifest_head(*, job: EvalJob, count: int, redactor, num_labels: int) -> bytes:
-    summary = totals.job_summary(job)
+    summary = result_rows.job_summary(job)
     manifest = {
         "schema": MANIFEST_SCHEMA,
         "trace_schema": "evalhub.trace/1",

@@ -35,7 +35,7 @@ from jobs.selectors import seed_run_pages
 from traces.calls.pages import attempt_call_pages, calls_without_bodies
 from traces.models import CallKind, CallState, LLMCall, TraceMember
 from traces.redaction import JsonScrubber, Redactor, job_redactor
-from traces.results import totals
+from traces.results import result_rows, totals
 from traces.results.rows import model_rows
 from traces.zip.documents import (
     document_bytes,
@@ -312,7 +312,7 @@ def _member_streamed(
                                .order_by("number", "id")))  # fmt: skip
     usage = totals.usage_from_calls(calls_without_bodies(attempts=attempts, kind=CallKind.POLICY))
     judge = totals.usage_from_calls(calls_without_bodies(attempts=attempts, kind=CallKind.JUDGE))
-    row = totals.seed_result_row(seed_run, usage, judge)
+    row = result_rows.seed_result_row(seed_run, usage, judge)
     head = document_head(job=job, seed_run=seed_run, row=row, usage=usage, attempts=attempts)
     document = {**head, "llm_calls": [], "verifier": document_verifier(seed_run=seed_run, row=row)}
     before, after = document_bytes(_redacted(document, seed_run, [], scrubber)).split(_NO_CALLS)

@@ -18,7 +18,7 @@ from jobs.models import EvalJob, RolloutAttempt, SeedRun
 from traces.calls.pages import attempt_call_pages, calls_without_bodies
 from traces.models import CallKind
 from traces.redaction import Redactor
-from traces.results import totals
+from traces.results import result_rows, totals
 from traces.results.rows import model_rows
 from traces.zip.documents import document_head, document_verifier, llm_call_entry
 from traces.zip.export import async_chunks
@@ -45,7 +45,7 @@ def seed_trace_chunks(
     attempts = list(RolloutAttempt.objects.filter(seed_run=seed_run).order_by("number"))
     usage = totals.usage_from_calls(calls_without_bodies(attempts=attempts, kind=CallKind.POLICY))
     judge = totals.usage_from_calls(calls_without_bodies(attempts=attempts, kind=CallKind.JUDGE))
-    row = totals.seed_result_row(seed_run, usage, judge)
+    row = result_rows.seed_result_row(seed_run, usage, judge)
     head = document_head(job=job, seed_run=seed_run, row=row, usage=usage, attempts=attempts)
     envelope = {"job_id": job.id, "seed": seed_run.seed, "repeat": seed_run.repeat, "result": row}
     parts = [
