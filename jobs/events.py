@@ -88,7 +88,7 @@ def _json_int(key: str) -> str:
 # PostgreSQL: the job's event numbers are taken one transaction at a time. Without it the
 # workers writing a job's results at once read the same last number, and all but one of their
 # INSERTs waited for the first to commit, failed, and were written again. The lock's first key
-# is this lock's own space (the only advisory lock evalhub takes), the second the job's.
+# is this lock's own space (jobs.services' finishing lock is space 8), the second the job's.
 _NUMBERING_LOCK_SPACE = 7
 _NUMBERING_LOCK_SQL = f"SELECT pg_advisory_xact_lock({_NUMBERING_LOCK_SPACE}, hashtext(%s))"
 # What an event row is written with (any other field needs a database default).

@@ -77,6 +77,38 @@ def test_a_finished_jobs_summary_is_made_before_its_row_is_locked(job):
     assert (summary["num_successful"], summary["num_cancelled"]) == (3, 7)
 
 
+@pytest.mark.django_db(transaction=True)
+def test_runners_seeing_a_job_over_at_once_make_its_summary_once(job):
+    """The runners of every worker on a job see it over as its last results land: one makes
+    the summary and ends the job, the others leave it (each made it, for one to write it)."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the embedded default's one worker process runs one runner a job")
+    while held := claim(job):
+        for sr in held:
+            leases.seed_run_finish(seed_run_id=sr.pk, worker="w1", status="succeeded",
+                                   result=leases.SeedResult(scores=Scores(score=1.0)))  # fmt: skip
+    made, ended, errors, inside = [], [], [], threading.Event()
+
+    def summarize(summarized):
+        made.append(summarized.id)
+        inside.set()
+        time.sleep(1.0)  # a big job's pass over its rows
+        return job_summary(summarized)
+
+    def finish():
+        ended.append(services.job_finish_if_done(job_id=job.id, summarize=summarize))
+
+    threads = [_thread(finish, errors)]
+    assert inside.wait(10)
+    threads.append(_thread(finish, errors))
+    for thread in threads:
+        thread.join(20)
+    assert errors == [] and made == [job.id] and sorted(ended, key=str) == [None, "completed"]
+    assert JobEvent.objects.filter(job=job, type="eval.policy.job.completed").count() == 1
+    # Its lock is given back: a later look finds the job over, not the lock held.
+    assert services.job_finish_if_done(job_id=job.id, summarize=summarize) is None
+
+
 def test_redispatch_picks_jobs_without_a_live_runner_once_per_lease_period(job, settings):
     settings.EVALHUB_LEASE_S = 10
     now = timezone.now()
