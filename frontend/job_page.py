@@ -1,7 +1,8 @@
 """What the job page shows of all of a job's rows: the summary, the first per-seed figures, the
 charts, the failures by error and the calls per model. Made in one pass over the rows and kept
-with the job's figures (`jobs/figures.py`, through `traces.results.result_rows.kept_figures`), so a view of
-a big job reads them instead of its rows; they are kept as JSON and read back here."""
+with the job's figures (`jobs/figures.py`, through `traces.results.result_rows.kept_figures`),
+so a view of a big job reads them instead of its rows; they are kept as JSON and read back
+here."""
 
 from __future__ import annotations
 

@@ -201,13 +201,14 @@ def job_finish_if_done(
     """When no seed is pending or running any more, end the job: `completed`, or `failed` when
     not one seed succeeded and every one failed because the task app could not be reached.
     `summarize` gives the summary the `completed` event carries (it sums LLM calls, which is
-    traces' business: the worker passes `traces.results.result_rows.job_summary`). Returns the new status,
-    or None when the job is not finished (or someone else ended it).
+    traces' business: the worker passes `traces.results.result_rows.job_summary`). Returns the
+    new status, or None when the job is not finished (or someone else ends it).
 
     Once no sample is open its rows no longer change, so the summary (a pass over every row:
     seconds for 100,000 samples) is made before the job row's lock is taken, not under it: on
     SQLite a transaction holds the whole database's write lock, and every recorded LLM call and
-    every other job's result would wait for it."""
+    every other job's result would wait for it. On PostgreSQL it is made by one process at a
+    time (`_finishing`): others seeing the job over meanwhile leave it to that one."""
     if EvalJob.objects.filter(ENDING_JOBS, pk=job_id).exists():  # its ender stopped half-way
         job, _ = job_end(job_id=job_id)
         return job.status if job is not None else None

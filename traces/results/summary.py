@@ -1,6 +1,6 @@
 """A job's summary from its result rows: counts by status, the score figures of `jobs.stats`,
 tokens and cost, latency percentiles, the verifier's verdicts and spending. Pure: the rows come
-from `traces.results.totals`."""
+from `traces.results.result_rows`."""
 
 from __future__ import annotations
 
