@@ -8,6 +8,7 @@ from django.db import IntegrityError, connection, models, transaction
 from django.utils import timezone
 
 from jobs.bulk import rows_insert
+from jobs.locks import NUMBERING, job_xact_lock
 from jobs.models import EvalJob, JobEvent, SeedRun, SeedStatus
 
 
@@ -53,8 +54,7 @@ def _append(
     for _ in range(10):
         try:
             with transaction.atomic(), connection.cursor() as cursor:
-                if connection.vendor == "postgresql":
-                    cursor.execute(_NUMBERING_LOCK_SQL, [job_id])
+                job_xact_lock(cursor, NUMBERING, job_id)  # numbered one at a time
                 if make is None:
                     cursor.execute(_LAST_SEQ_SQL, [job_id])
                     last = cursor.fetchone()[0] or 0
@@ -85,12 +85,6 @@ def _json_int(key: str) -> str:
     return f"CAST(json_extract({_q('data')}, '$.{key}') AS INTEGER)"
 
 
-# PostgreSQL: the job's event numbers are taken one transaction at a time. Without it the
-# workers writing a job's results at once read the same last number, and all but one of their
-# INSERTs waited for the first to commit, failed, and were written again. The lock's first key
-# is this lock's own space (jobs.services' finishing lock is space 8), the second the job's.
-_NUMBERING_LOCK_SPACE = 7
-_NUMBERING_LOCK_SQL = f"SELECT pg_advisory_xact_lock({_NUMBERING_LOCK_SPACE}, hashtext(%s))"
 # What an event row is written with (any other field needs a database default).
 _COLUMNS = ("job_id", "seq", "type", "data", "created_at")
 _LAST_SEQ_SQL = (

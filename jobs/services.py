@@ -5,16 +5,15 @@ seed runs are in jobs.leases, the events clients follow in jobs.events.
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import DatabaseError, IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -24,6 +23,7 @@ from jobs.dispatch import job_dispatch, job_traces_zip_dispatch
 from jobs.ending import CANCEL, job_end
 from jobs.events import EventType, job_event_append
 from jobs.leases import leases_of_lost_workers_release
+from jobs.locks import FINISHING, job_lock_try
 from jobs.models import (
     CONNECTION_ERROR_PREFIX,
     ENDING_JOBS,
@@ -208,11 +208,11 @@ def job_finish_if_done(
     seconds for 100,000 samples) is made before the job row's lock is taken, not under it: on
     SQLite a transaction holds the whole database's write lock, and every recorded LLM call and
     every other job's result would wait for it. On PostgreSQL it is made by one process at a
-    time (`_finishing`): others seeing the job over meanwhile leave it to that one."""
+    time (`jobs.locks.FINISHING`): others seeing the job over meanwhile leave it to that one."""
     if EvalJob.objects.filter(ENDING_JOBS, pk=job_id).exists():  # its ender stopped half-way
         job, _ = job_end(job_id=job_id)
         return job.status if job is not None else None
-    with _finishing(job_id) as ours:
+    with job_lock_try(FINISHING, job_id) as ours:
         job = EvalJob.objects.filter(pk=job_id).first()
         if not ours or job is None or not _finishable(job):
             return None
@@ -240,33 +240,6 @@ def _finish(job: EvalJob, summarize: Callable[[EvalJob], dict[str, Any]]) -> str
             job.save(update_fields=["status", "completed_at"])
             job_event_append(job_id=job_id, type=EventType.JOB_COMPLETED, data={"summary": summary})
     return job.status
-
-
-# PostgreSQL: one process at a time makes a finished job's summary, under a session-level
-# advisory lock in a key space of its own (jobs.events' numbering lock is space 7). The runners
-# of every worker on a job see it over at once as its last results land, and each made the
-# summary, a pass over every row, for one of them to write it. One that does not get the lock
-# leaves the job to the one that has it; should that one fail, beat hands the job out again
-# (`jobs_redispatch`). SQLite: the embedded default's one worker process runs one runner a job.
-_FINISHING_LOCK_SPACE = 8
-
-
-@contextlib.contextmanager
-def _finishing(job_id: str) -> Iterator[bool]:
-    """Whether this process may finish the job (see _FINISHING_LOCK_SPACE)."""
-    if connection.vendor != "postgresql":
-        yield True
-        return
-    key = [_FINISHING_LOCK_SPACE, job_id]
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s))", key)
-        ours = cursor.fetchone()[0]
-    try:
-        yield ours
-    finally:
-        if ours:
-            with contextlib.suppress(DatabaseError), connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", key)
 
 
 def _finishable(job: EvalJob) -> bool:
