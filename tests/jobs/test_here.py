@@ -1,5 +1,6 @@
 """A hand reaching a worker process that runs the job (`jobs.worker.here`): taken by the runner
-there while its event loop keeps up, sent back to the queue when the loop is late. Likewise
+there while its event loop keeps up, sent back to the queue when the loop is late (unless no
+other worker takes messages). Likewise
 the zip members of a running job: asked for only by a runner that keeps up."""
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ import asyncio
 import threading
 import time
 
+from evalhub import heartbeats
 from jobs.dispatch import JOB_RUN_TASK, TRACES_MEMBERS_TASK
 from jobs.worker.here import LAG_MOST_S, Hand, Here, LoopLag
 from jobs.worker.runner import JobRunner
@@ -50,6 +52,9 @@ def test_a_hand_joins_a_runner_that_keeps_up_and_is_passed_on_by_one_whose_loop_
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
+    # This worker and another that takes messages, by their heartbeats.
+    beating = [heartbeats.HeartbeatWriter(name) for name in ("here@test", "other@test")]
+    assert all(writer.beat() for writer in beating)
     try:
         here = Here()
         keeping_up = _Runner("eval-a", loop, late_s=0.001)
@@ -67,7 +72,16 @@ def test_a_hand_joins_a_runner_that_keeps_up_and_is_passed_on_by_one_whose_loop_
         assert here.join("eval-b", passed=True) is Hand.ABSENT
         asyncio.run_coroutine_threadsafe(asyncio.sleep(0), loop).result(timeout=5)
         assert keeping_up.calls == ["joined"] and late.calls == ["passed"]
+        # With no other worker to take it, a hand sent back would only come back here later
+        # while the job ran on part of its max_concurrent: the late runner takes it.
+        late.claiming = True
+        beating.pop().clear()
+        assert here.join("eval-b", passed=True) is Hand.JOINED
+        asyncio.run_coroutine_threadsafe(asyncio.sleep(0), loop).result(timeout=5)
+        assert late.calls == ["passed", "joined"]
     finally:
+        for writer in beating:
+            writer.clear()
         loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout=5)
         loop.close()
