@@ -272,7 +272,7 @@ class SeedRun(models.Model):
             models.UniqueConstraint(fields=["job", "seed", "repeat"], name="seed_run_unique_sample")
         ]
         indexes = [
-            models.Index(fields=["job", "status"]),
+            models.Index(fields=["job", "status", "id"], name="seedrun_job_status_id"),
             _filled("reused_from", models.Q(reused_from__isnull=False)),
             _filled("judge_token_hash", ~models.Q(judge_token_hash=""), name="judge_token"),
             _filled("judged_rollout", models.Q(judged_rollout__isnull=False)),
