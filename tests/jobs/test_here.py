@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+import uuid
 
 from evalhub import heartbeats
 from jobs.dispatch import JOB_RUN_TASK, TRACES_MEMBERS_TASK
@@ -48,11 +49,16 @@ class _Runner:
         self.calls.append("passed")
 
 
-def test_a_hand_joins_a_runner_that_keeps_up_and_is_passed_on_by_one_whose_loop_is_late():
+def test_a_hand_joins_a_runner_that_keeps_up_and_is_passed_on_by_one_whose_loop_is_late(
+    settings, tmp_path
+):
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
-    # This worker and another that takes messages, by their heartbeats.
+    # This worker and another that takes messages, by their heartbeats: this test's alone (the
+    # workers of tests running beside it beat where they run).
+    settings.DATA_DIR = tmp_path
+    settings.CELERY_TASK_DEFAULT_QUEUE = f"here-{uuid.uuid4().hex[:8]}"
     beating = [heartbeats.HeartbeatWriter(name) for name in ("here@test", "other@test")]
     assert all(writer.beat() for writer in beating)
     try:
