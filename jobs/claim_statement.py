@@ -16,7 +16,6 @@ transaction under the same lock, takes those first, as a loss each.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Sequence
 from datetime import timedelta
 
 from django.db import connection
@@ -48,24 +47,12 @@ _LOCK_SQL = (
     f"SELECT {_q('status')}, {_q('max_concurrent')}, {_q('completed_at')}"
     f" FROM {_q(EvalJob._meta.db_table)} WHERE {_q('id')} = %s FOR NO KEY UPDATE"
 )
-_ATTEMPTS = _q(RolloutAttempt._meta.db_table)
-# Of the claiming runner's `ended` attempts, those whose seeds it still holds with them (their
-# rollouts are over, their results not written): counted live, they are at the task app no
-# more (`jobs.claims._claimed` says the same to the ORM).
-_ENDED = f"""
-  SELECT count(*) AS n FROM {_ATTEMPTS} a JOIN {_SEEDS} s ON s.{_s["id"]} = a.{_a["seed_run"]}
-  WHERE a.{_a["id"]} = ANY(%(ended)s::bigint[]) AND a.{_a["status"]} = %(attempt_running)s
-    AND a.{_a["number"]} = s.{_s["attempts"]} AND s.{_s["status"]} = %(running)s
-    AND s.{_s["lease_owner"]} = %(worker)s AND s.{_s["lease_expires_at"]} > %(now)s
-"""
 # The pending seeds come in id order from the (job, status, id) index, read no further than the
-# claim takes. The statement's snapshot is taken after the lock: it sees every claim committed before, and
-# `ended` in it is what the results committed before left running.
+# claim takes. The statement's snapshot is taken after the lock: it sees every claim committed before.
 _STARTED_SQL = f"""
 WITH running AS (
   SELECT count(*) FILTER (WHERE {_s["lease_expires_at"]} > %(now)s) AS live,
-         count(*) FILTER (WHERE {_s["lease_expires_at"]} <= %(now)s) AS expired,
-         ({_ENDED}) AS ended
+         count(*) FILTER (WHERE {_s["lease_expires_at"]} <= %(now)s) AS expired
   FROM {_SEEDS} WHERE {_s["job"]} = %(job)s AND {_s["status"]} = %(running)s
 ), claimed AS (
   UPDATE {_SEEDS} SET {_s["status"]} = %(running)s, {_s["lease_owner"]} = %(worker)s,
@@ -76,13 +63,13 @@ WITH running AS (
     SELECT {_s["id"]} FROM {_SEEDS} WHERE {_s["job"]} = %(job)s AND {_PENDING_NOW}
     ORDER BY {_s["id"]}
     LIMIT (SELECT CASE WHEN expired > 0 THEN 0
-                  ELSE GREATEST(0, LEAST(%(limit)s, %(max)s + ended - live)) END FROM running)
+                  ELSE GREATEST(0, LEAST(%(limit)s, %(max)s - live)) END FROM running)
   ) AND {_PENDING_NOW}
   RETURNING {", ".join(_s[name] for name in _CLAIMED)}
 ), numbered AS (
   SELECT *, row_number() OVER (ORDER BY {_s["id"]}) AS n FROM claimed
 ), started AS (
-  INSERT INTO {_ATTEMPTS} ({_a["seed_run"]}, {_a["worker"]},
+  INSERT INTO {_q(RolloutAttempt._meta.db_table)} ({_a["seed_run"]}, {_a["worker"]},
     {_a["number"]}, {_a["run_id"]}, {_a["token_hash"]}, {_a["status"]}, {_a["started_at"]})
   SELECT c.{_s["id"]}, %(worker)s, c.{_s["attempts"]}, r.run_id, r.token_hash,
     %(attempt_running)s, %(now)s
@@ -91,7 +78,7 @@ WITH running AS (
     ON r.n = c.n
   RETURNING {_a["id"]}, {_a["seed_run"]}, {_a["number"]}, {_a["run_id"]}
 )
-SELECT r.live - r.ended, r.expired, {", ".join(f"c.{_s[name]}" for name in _CLAIMED)},
+SELECT r.live, r.expired, {", ".join(f"c.{_s[name]}" for name in _CLAIMED)},
   s.{_a["id"]}, s.{_a["number"]}, s.{_a["run_id"]}
 FROM running r LEFT JOIN (numbered c JOIN started s ON s.{_a["seed_run"]} = c.{_s["id"]}) ON TRUE
 ORDER BY c.{_s["id"]}
@@ -99,18 +86,13 @@ ORDER BY c.{_s["id"]}
 
 
 def rollouts_started(
-    job_id: str,
-    worker: str,
-    limit: int,
-    lease_s: float,
-    token_hashes: list[str],
-    ended: Sequence[int] = (),
+    job_id: str, worker: str, limit: int, lease_s: float, token_hashes: list[str]
 ) -> tuple[list[tuple[tuple, Started]], int] | None:
     """In the caller's transaction, under the job row's lock: up to `limit` pending seeds
     claimed, each with its attempt started (the first of `token_hashes` given to them in
     order), as (the values of `jobs.claims.Claimed`, its attempt), and the job's free slots
-    left as `jobs.claims._claimed` counts them (`ended` as there). None when a running seed's
-    lease expired: nothing was claimed, and the general claim takes over."""
+    left as `jobs.claims._claimed` counts them. None when a running seed's lease expired:
+    nothing was claimed, and the general claim takes over."""
     now = timezone.now()
     run_ids = [f"run-{secrets.token_hex(12)}" for _ in range(limit)]
     with connection.cursor() as cursor:
@@ -122,8 +104,7 @@ def rollouts_started(
         cursor.execute(_STARTED_SQL, {
             "now": now, "until": now + timedelta(seconds=lease_s), "job": job_id,
             "running": SeedStatus.RUNNING, "pending": SeedStatus.PENDING, "worker": worker,
-            "limit": limit, "max": max_concurrent, "ended": list(ended),
-            "attempt_running": AttemptStatus.RUNNING,
+            "limit": limit, "max": max_concurrent, "attempt_running": AttemptStatus.RUNNING,
             "run_ids": run_ids, "hashes": token_hashes[:limit],
         })  # fmt: skip
         rows = cursor.fetchall()
@@ -131,6 +112,6 @@ def rollouts_started(
     if expired:
         return None
     got = [(row[2:8], Started(*row[8:11])) for row in rows if row[2] is not None]
-    free = max_concurrent - live  # `live` less the ended
+    free = max_concurrent - live
     slots = min(limit, free)
     return got, free - slots if slots > 0 and len(got) >= slots else 0

@@ -9,7 +9,6 @@ another runner could take now (`room`), so the runner asks idle workers for a ha
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import NamedTuple
@@ -23,8 +22,8 @@ from django.utils import timezone
 from jobs import claim_statement
 from jobs.attempts import Started, attempts_abandon, attempts_create
 from jobs.events import seed_events_append
-from jobs.leases import job_held_elsewhere
-from jobs.models import AttemptStatus, EvalJob, JobStatus, RolloutAttempt, SeedRun, SeedStatus
+from jobs.leases import SeedFinish, job_held_elsewhere, seed_runs_finish
+from jobs.models import EvalJob, JobStatus, SeedRun, SeedStatus
 from jobs.verifier.judgements import judgements_claimable_at
 
 
@@ -48,59 +47,59 @@ class RolloutClaim:
 
 
 def rollouts_claim(
-    *,
-    job_id: str,
-    worker: str,
-    limit: int,
-    lease_s: float,
-    token_hashes: list[str],
-    ended: Sequence[int] = (),
+    *, job_id: str, worker: str, limit: int, lease_s: float, token_hashes: list[str]
 ) -> RolloutClaim:
     """Claim up to `limit` seed runs of a running job for `worker`, never more than the job's
-    `max_concurrent` rollouts at the task app over all workers (held under live leases, less
-    `worker`'s `ended` ones: `_claimed`), and start each one's attempt, in one transaction (one
-    round of statements for both). Claimable: pending seeds whose backoff is over, and running
-    seeds whose lease expired (their worker is gone). `token_hashes` holds at least `limit`
-    fresh hashes, the first of them given to the attempts in order."""
+    `max_concurrent` held under live leases over all workers, and start each one's attempt,
+    in one transaction (one round of statements for both). Claimable: pending seeds whose
+    backoff is over, and running seeds whose lease expired (their worker is gone). `token_hashes`
+    holds at least `limit` fresh hashes, the first of them given to the attempts in order."""
     with transaction.atomic():
-        rollouts, room = _rollouts_started(job_id, worker, limit, lease_s, token_hashes, ended)
+        rollouts, room = _rollouts_started(job_id, worker, limit, lease_s, token_hashes)
     return RolloutClaim(rollouts, _pending_up_to(job_id=job_id, most=room))
 
 
 def _rollouts_started(
-    job_id: str,
-    worker: str,
-    limit: int,
-    lease_s: float,
-    token_hashes: list[str],
-    ended: Sequence[int] = (),
+    job_id: str, worker: str, limit: int, lease_s: float, token_hashes: list[str]
 ) -> tuple[list[tuple[Claimed, Started]], int]:
     """The claim of a runner's rollouts, each with its attempt started (in the caller's
-    transaction), and the job's free slots left (`_claimed`, `ended` as there). On PostgreSQL,
-    one statement after the job row's lock (`jobs.claim_statement`) unless a lease expired."""
+    transaction), and the job's free slots left (`_claimed`). On PostgreSQL, one statement
+    after the job row's lock (`jobs.claim_statement`) unless a lease expired."""
     if connection.vendor == "postgresql" and limit > 0:
-        started = claim_statement.rollouts_started(
-            job_id, worker, limit, lease_s, token_hashes, ended
-        )
+        started = claim_statement.rollouts_started(job_id, worker, limit, lease_s, token_hashes)
         if started is not None:
             return [(Claimed(*claimed), attempt) for claimed, attempt in started[0]], started[1]
-    claimed, room = _claimed(
-        job_id=job_id, worker=worker, limit=limit, lease_s=lease_s, ended=ended
-    )
+    claimed, room = _claimed(job_id=job_id, worker=worker, limit=limit, lease_s=lease_s)
     attempts = attempts_create(claimed, token_hashes, worker=worker) if claimed else []
     return list(zip(claimed, attempts, strict=True)), room
 
 
-def _claimed(
-    *, job_id: str, worker: str, limit: int, lease_s: float, ended: Sequence[int] = ()
-) -> tuple[list[Claimed], int]:
+def results_write_and_claim(
+    *,
+    job_id: str,
+    worker: str,
+    finishes: list[SeedFinish],
+    limit: int,
+    lease_s: float,
+    token_hashes: list[str],
+) -> tuple[list[bool], RolloutClaim]:
+    """`seed_runs_finish` of a batch of results, then the claim of up to `limit` rollouts to
+    replace them (`rollouts_claim`, with no `room`), in one transaction. A seed counts against
+    `max_concurrent` until its result is written, so a slot claimed in a round of its own came
+    back a write and a claim after its rollout ended; here it is taken again as it is freed.
+    The results are written before the job row is locked for the claim: other workers' result
+    writes never wait for this one's."""
+    with transaction.atomic():
+        written = seed_runs_finish(worker=worker, finishes=finishes)
+        rollouts, _ = _rollouts_started(job_id, worker, limit, lease_s, token_hashes)
+    return written, RolloutClaim(rollouts)
+
+
+def _claimed(*, job_id: str, worker: str, limit: int, lease_s: float) -> tuple[list[Claimed], int]:
     """The claim of `rollouts_claim` (in its transaction) but its attempts' rows: the seed runs
     claimed, in id order (their `attempts` counted on), and the job's free slots left for other
     runners when it took all it asked for, else 0 (`_pending_up_to` tells how many of them
-    another runner could fill now). `max_concurrent` bounds the rollouts at the task app:
-    `ended` are attempts of the claiming runner whose rollouts are over; those it still holds
-    the seeds with, their results not written yet, count live but free their slots (the
-    claim sees the results committed before it as written). Every claim of the job waits for the job row's lock, held
+    another runner could fill now). Every claim of the job waits for the job row's lock, held
     here for three statements (the lock, the running seeds counted, one UPDATE that picks,
     claims and returns) and the attempts' INSERT: across seven, a worker held to a tenth of a
     CPU held it for hundreds of milliseconds."""
@@ -120,7 +119,7 @@ def _claimed(
         live=Count("pk", filter=Q(lease_expires_at__gt=now)),
         expired=Count("pk", filter=Q(lease_expires_at__lte=now)),
     )
-    free = job["max_concurrent"] - running["live"] + _ended_held(ended, worker=worker, now=now)
+    free = job["max_concurrent"] - running["live"]
     slots = min(limit, free)
     if slots <= 0:
         return [], 0
@@ -130,18 +129,6 @@ def _claimed(
         until=now + timedelta(seconds=lease_s), now=now,
     )  # fmt: skip
     return claimed, free - slots if len(claimed) >= slots else 0
-
-
-def _ended_held(ended: Sequence[int], *, worker: str, now) -> int:
-    """How many of the `ended` attempts are still their seeds' current ones, running under
-    `worker`'s live lease (in SQL, `claim_statement._ENDED`)."""
-    if not ended:
-        return 0
-    return RolloutAttempt.objects.filter(
-        pk__in=list(ended), status=AttemptStatus.RUNNING, number=F("seed_run__attempts"),
-        seed_run__status=SeedStatus.RUNNING, seed_run__lease_owner=worker,
-        seed_run__lease_expires_at__gt=now,
-    ).count()  # fmt: skip
 
 
 def _claim_update(

@@ -113,7 +113,6 @@ class RolloutSource:
         claim = await self.runner.db(
             claims.rollouts_claim, job_id=self.job.id, worker=self.runner.worker, limit=limit,
             lease_s=self.runner.lease_s, token_hashes=[tokens.token_hash(t) for t in fresh],
-            ended=sorted(self.runner.ended),
         )  # fmt: skip
         return self._rollouts(claim, fresh), claim.room
 
@@ -134,11 +133,27 @@ class RolloutSource:
         )  # fmt: skip
 
     async def _seeds_finish(self, finishes: list[leases.SeedFinish]) -> list[bool]:
-        """Write a batch of results on the results' own thread. Their slots are free already
-        (`JobRunner.rollout_ended`): the runner's next claim took them as the rollouts ended."""
-        return await self.runner.db_results(
-            leases.seed_runs_finish, worker=self.runner.worker, finishes=finishes
+        """Write a batch of results and, in the same transaction, claim seeds for the slots
+        they free (`claims.results_write_and_claim`), started at once. Not a batch with a
+        failure of a job with `max_failures`: the failure may stop the job
+        (`_finish_failed`), and then no rollout may start after it."""
+        runner = self.runner
+        stops = self.job.max_failures is not None and any(
+            f.status == SeedStatus.FAILED for f in finishes
         )
+        limit = 0 if stops else runner.slots_reserve(freed=len(finishes))
+        fresh = [tokens.token_new() for _ in range(limit)]
+        try:
+            written, claim = await runner.db_results(
+                claims.results_write_and_claim, job_id=self.job.id, worker=runner.worker,
+                finishes=finishes, limit=limit, lease_s=runner.lease_s,
+                token_hashes=[tokens.token_hash(t) for t in fresh],
+            )  # fmt: skip
+        finally:
+            runner.slots_release(limit)
+        for key, work in self._rollouts(claim, fresh):
+            runner.claimed_start((self.name, key), work)
+        return written
 
     async def _seed(self, seed_run: claims.Claimed, attempt, token: str) -> None:
         """One attempt at a seed (started by its claim, with a fresh token and run id): the
@@ -171,11 +186,6 @@ class RolloutSource:
                 revocations.publish([attempt.id])
             latency_ms = (time.perf_counter() - started - hold.waited_s) * 1000
             diverged = await self._divergence(attempt.id)
-            if self.job.max_failures is None or (error is None and diverged is None):
-                # Its slot is free (`JobRunner.rollout_ended`). Not a failure's in a job with
-                # max_failures: no rollout may start before the failure is written and the
-                # job stopped if it has failed too many (`_finish_failed`).
-                self.runner.rollout_ended(attempt.id)
             if diverged is not None:
                 hold.release()
                 await self._diverged(seed_run, attempt.id, diverged, latency_ms)
@@ -187,7 +197,6 @@ class RolloutSource:
             del outcome  # freed before the hold is given back
         finally:
             hold.release()
-            self.runner.ended.discard(attempt.id)
 
     async def _rollout(
         self, body: dict, hold: AnswerHold, traceparent: str

@@ -4,10 +4,9 @@ A job is worked by ordinary `jobs.job_run` messages on the ordinary queue, each 
 the job's id (jobs/dispatch.py). The runner a message starts:
 
 1. claims from the job's sources, rollouts then judgements, whenever an eighth of its slots
-   is free, a rollout's slot free as soon as the rollout is over (its result is written by a
-   batch on a thread of its own meanwhile); it holds at most EVALHUB_RUNNER_MAX_INFLIGHT, and
-   the claims hold the job's `max_concurrent` rollouts at the task app (and the judge's
-   `concurrency`) over all workers;
+   is free, and a batch of results claims the slots it frees as it is written; it holds at
+   most EVALHUB_RUNNER_MAX_INFLIGHT, and the claims hold the job's `max_concurrent` (and the
+   judge's `concurrency`) over all workers;
 2. when its first claim filled it and the job has more to claim, sends the job's message
    again, once per hand the rest keeps busy (`jobs.worker.here.hands_ask`). A message that
    reaches a worker process already running the job joins the runner there
@@ -112,9 +111,6 @@ class JobRunner:
         self._db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalhub-db")
         self._results_thread = ThreadPoolExecutor(1, "evalhub-results")  # `db_results`
         self.in_flight: dict[tuple[str, int], asyncio.Task] = {}
-        # Attempts whose rollouts are over, their results not written yet: still in flight,
-        # but their slots are free (`jobs.claims._claimed`).
-        self.ended: set[int] = set()
         self._changed = asyncio.Event()
         # Work started and finished this slice, and the most held at once: an idle runner
         # leaves the job to those that hold work (they send its message again).
@@ -122,6 +118,7 @@ class JobRunner:
         # Whether a hand is asked for when a claim fills the slots and the job has more.
         self.ask_hand, self.hand_due = True, 0.0
         self.claiming = False  # hands may join (`jobs.worker.here`) while the loop keeps up
+        self.reserved = 0  # slots a claim in progress may fill (`slots_reserve`)
         self.working = False  # its work loop runs: what it starts is drained or aborted
         self.lag = LoopLag()
 
@@ -129,9 +126,9 @@ class JobRunner:
         return await self._in(self._db_thread, functools.partial(fn, **kwargs))
 
     async def db_results(self, fn, /, **kwargs: Any) -> Any:
-        """`db`, on the results' own thread: at 256 in flight the claims and the batches of
-        results, taking turns on one thread, each held the other's slots for tens of
-        milliseconds; a claim now takes a rollout's slot while its result is being written."""
+        """`db`, on the results' own thread: a rollout's slot is free once its result is
+        written, and at 256 in flight the claims and the batches of results, taking turns
+        on one thread, each held the other's slots for tens of milliseconds."""
         return await self._in(self._results_thread, functools.partial(fn, **kwargs))
 
     async def _in(self, thread: ThreadPoolExecutor, call) -> Any:
@@ -266,40 +263,54 @@ class JobRunner:
         back to the queue; another is asked for in HAND_AGAIN_S, when a claim fills."""
         self.ask_hand, self.hand_due = True, time.monotonic() + HAND_AGAIN_S
 
-    def _free(self) -> int:
-        """Slots free: not in flight, or holding a rollout that is over (`ended`)."""
-        return self.cap - len(self.in_flight) + len(self.ended)
-
-    def rollout_ended(self, attempt_id: int) -> None:
-        """A rollout is over: its slot is free, taken by the next claim (the loop wakes), not
-        once its result is written. A batch of results claiming the slots it freed in its own
-        transaction held them for the write (at 256 in flight, rollouts of 50 ms waited about
-        as long again for their slots); the claim counts them free (`jobs.claims._claimed`)."""
-        self.ended.add(attempt_id)
-        self._changed.set()
-
     def _claim_due(self, since_claim: float) -> bool:
         """A batch (an eighth) of the runner's slots is free, or POLL_S went by with any slot
         free; after a claim that got less than it asked, only the latter."""
-        free = self._free()
+        free = self.cap - len(self.in_flight) - self.reserved
         if free >= max(1, self.cap // 8) and not self.starved:
             return True
         return free > 0 and since_claim >= POLL_S
 
     async def _claim(self) -> int:
         """Claim from every source in turn while slots are free; the job's room for others."""
-        free = max(0, self._free())
+        free = asked = max(0, self.cap - len(self.in_flight) - self.reserved)
+        self.reserved += asked
         room = 0
-        for source in self.sources:
-            if free <= 0:
-                break
-            claimed, source_room = await source.claim(free)
-            room = max(room, source_room)
-            for key, work in claimed:
-                self._start((source.name, key), work)
-            free -= len(claimed)
+        try:
+            for source in self.sources:
+                if free <= 0:
+                    break
+                claimed, source_room = await source.claim(free)
+                room = max(room, source_room)
+                for key, work in claimed:
+                    self._start((source.name, key), work)
+                free -= len(claimed)
+        finally:
+            self.reserved -= asked
         self.starved = free > 0
         return room
+
+    def slots_reserve(self, *, freed: int) -> int:
+        """How many seeds a batch of `freed` results (still in flight) may claim as it is
+        written: its slots, less those another claim in progress may fill, while the runner
+        claims at all; held until `slots_release`."""
+        if not self.claiming:
+            return 0
+        n = max(0, min(freed, self.cap - len(self.in_flight) + freed - self.reserved))
+        self.reserved += n
+        return n
+
+    def slots_release(self, n: int) -> None:
+        self.reserved -= n
+
+    def claimed_start(self, key: tuple[str, int], work) -> None:
+        """Start work a batch of results claimed; none once the work loop ended (it would
+        outlive the runner): its lease lapses and another runner takes it."""
+        if self.working:
+            self._start(key, work)
+        else:
+            work.close()
+            log.warning("job %s: %s %s claimed as the runner ended", self.job_id, *key)
 
     def _start(self, key: tuple[str, int], work) -> None:
         if superseded := self.in_flight.get(key):  # its lease lapsed and we took it again:

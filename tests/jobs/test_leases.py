@@ -325,47 +325,51 @@ def test_a_seed_taken_again_by_its_own_worker_gets_one_result_from_its_new_attem
     assert list(ends.values_list("status", flat=True)) == ["abandoned", "succeeded"]
 
 
-def test_a_claim_takes_the_slots_of_its_runners_rollouts_that_are_over_but_not_written(job):
-    """`max_concurrent` (3) bounds the rollouts at the task app: a runner's `ended` attempts
-    (rollouts over, their results not written yet) free their slots for its own claims; not for
-    another runner's, not once their results are written (they free them by being written),
-    and not an attempt whose seed was taken over."""
+def test_a_batch_of_results_claims_the_slots_it_frees_in_its_own_transaction(job):
+    """Results written and their slots taken again at once: `max_concurrent` (3) counts the
+    seeds just finished as free, never the one another runner holds, and a result that is not
+    written (its lease taken over) frees nothing."""
     first = claims.rollouts_claim(
         job_id=job.id, worker="w1", limit=2, lease_s=60.0, token_hashes=["a" * 64, "b" * 64]
     ).rollouts
     [other] = claim(job, "w2", limit=1)
-    ended = [a.id for _, a in first]
-    fresh = (f"{n:064x}" for n in range(100))
-
-    def claimed(worker: str, ended: list[int]) -> list[int]:
-        got = claims.rollouts_claim(
-            job_id=job.id, worker=worker, limit=3, lease_s=60.0,
-            token_hashes=[next(fresh) for _ in range(3)], ended=ended,
-        ).rollouts  # fmt: skip
-        return [seed_run.id for seed_run, _ in got]
-
-    assert claimed("w1", []) == []  # three held
-    assert claimed("w2", ended) == []  # w1's rollouts are not w2's to count
-    # One of w1's two seeds was taken over meanwhile: only the other's slot is free.
-    SeedRun.objects.filter(pk=first[0][0].id).update(lease_owner="w3")
-    [again] = claimed("w1", ended)
-    assert again not in {sr.id for sr, _ in first} | {other.id}
-    assert SeedRun.objects.get(pk=again).lease_owner == "w1"
-    assert claimed("w1", ended) == []  # the new one is at the task app
-    # Its result written, the ended attempt counts no more; nor does it count live.
-    finish = leases.SeedFinish(first[1][0].id, "succeeded",
-                               leases.SeedResult(scores=Scores(score=1.0)),
-                               attempt=attempts.AttemptEnd(attempt_id=ended[1], status="succeeded"))  # fmt: skip
-    assert leases.seed_runs_finish(worker="w1", finishes=[finish]) == [True]
-    assert claimed("w1", ended) == []
-    assert RolloutAttempt.objects.filter(seed_run__job=job, status="running").count() == 3
+    finishes = [
+        leases.SeedFinish(seed_run.id, "succeeded", leases.SeedResult(scores=Scores(score=1.0)),
+                          attempt=attempts.AttemptEnd(attempt_id=a.id, status="succeeded"))
+        for seed_run, a in first
+    ]  # fmt: skip
+    hashes = [f"{n}" * 64 for n in range(3)]
+    written, again = claims.results_write_and_claim(
+        job_id=job.id, worker="w1", finishes=finishes, limit=3, lease_s=60.0, token_hashes=hashes
+    )
+    assert written == [True, True]
+    assert len(again.rollouts) == 2  # three asked for; w2 holds the third slot
+    for seed_run, started in again.rollouts:
+        row = SeedRun.objects.get(pk=seed_run.id)
+        assert (row.status, row.lease_owner, row.attempts) == ("running", "w1", 1)
+        assert RolloutAttempt.objects.get(pk=started.id).token_hash in hashes[:2]
+    assert {sr.id for sr, _ in again.rollouts}.isdisjoint({sr.id for sr, _ in first} | {other.id})
+    done = SeedRun.objects.filter(pk__in=[sr.id for sr, _ in first])
+    assert set(done.values_list("status", "score")) == {("succeeded", 1.0)}
+    events = JobEvent.objects.filter(job=job, type="eval.policy.seed.completed")
+    assert sorted(e.data["completed"] for e in events) == [1, 2]
+    # Taken over meanwhile: the result is refused and its slot stays the other runner's.
+    taken, _ = again.rollouts[0]
+    SeedRun.objects.filter(pk=taken.id).update(lease_owner="w3")
+    refused = leases.SeedFinish(taken.id, "failed", leases.SeedResult(error="x"))
+    written, none = claims.results_write_and_claim(
+        job_id=job.id, worker="w1", finishes=[refused], limit=1, lease_s=60.0,
+        token_hashes=["f" * 64],
+    )  # fmt: skip
+    assert written == [False] and none.rollouts == []
+    assert SeedRun.objects.get(pk=taken.id).status == "running"
 
 
 def test_a_batch_of_results_costs_the_same_round_trips_whatever_its_size(job):
-    """A worker's batch of results is a fixed number of statements (each a round trip on
-    PostgreSQL, where a busy worker waits for every one): no locking read of the seed runs
-    before their UPDATE, one savepoint (the events' numbering), and the events' numbering and
-    progress read by one statement."""
+    """A worker's batch of results and the claim of its slots is a fixed number of statements
+    (each a round trip on PostgreSQL, where a busy worker waits for every one): no locking read
+    of the seed runs before their UPDATE, one savepoint (the events' numbering), and the
+    events' numbering and progress read by one statement."""
 
     EvalJob.objects.filter(pk=job.id).update(max_concurrent=10)
     fresh = (f"{n:064x}" for n in range(100))
@@ -381,14 +385,19 @@ def test_a_batch_of_results_costs_the_same_round_trips_whatever_its_size(job):
             for seed_run, a in started
         ]  # fmt: skip
         with CaptureQueriesContext(connection) as queries:
-            written = leases.seed_runs_finish(worker="w1", finishes=finishes)
+            written, _ = claims.results_write_and_claim(
+                job_id=job.id, worker="w1", finishes=finishes, limit=1, lease_s=60.0,
+                token_hashes=[next(fresh)],
+            )  # fmt: skip
         assert written == [True] * limit
         return [q["sql"] for q in queries.captured_queries]
 
     batch(1)  # a job's first seed event counts the seeds over (a statement more, once)
     one, three = batch(1), batch(3)
+    # The test runs in a transaction: the batch's own transaction is a savepoint in it.
+    ours = 1 if connection.in_atomic_block else 0
     for sql in (one, three):
-        assert sum(s.startswith("SAVEPOINT") for s in sql) == 1
+        assert sum(s.startswith("SAVEPOINT") for s in sql) == 1 + ours
         assert not any("jobs_seedrun" in s.split(" FROM ")[-1] and "FOR UPDATE" in s for s in sql)
         assert sum("jobs_jobevent" in s and s.startswith("SELECT") for s in sql) == 1
     if connection.vendor == "postgresql":  # SQLite returns an UPDATE's rows one row at a time

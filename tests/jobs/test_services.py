@@ -239,11 +239,10 @@ def test_a_job_is_over_only_once_its_samples_are_closed_and_an_end_cut_short_is_
 
 @pytest.mark.django_db(transaction=True)
 def test_cancel_and_a_workers_results_waiting_for_the_job_row_both_go_through(job, monkeypatch):
-    """A transaction that wrote results holds their attempts' and seeds' rows when it waits
-    for the job row to claim (a worker's batch of results did both). Cancel held the job row
-    while it closed those rows: each waited for the other, and PostgreSQL broke the cancel
-    (every try, under a busy job). The job row is let go before the samples close: both
-    finish, the results written before the close."""
+    """A worker's batch of results holds its attempts' and seeds' rows when it waits for the
+    job row to claim again. Cancel held the job row while it closed those rows: each waited
+    for the other, and PostgreSQL broke the cancel (every try, under a busy job). The job row
+    is let go before the samples close: both finish, the results written before the close."""
     if connection.vendor != "postgresql":
         pytest.skip("row locks are PostgreSQL's")
     first = claims.rollouts_claim(
@@ -263,12 +262,10 @@ def test_cancel_and_a_workers_results_waiting_for_the_job_row_both_go_through(jo
             release.wait(30)
 
     def batch():
-        with transaction.atomic():
-            leases.seed_runs_finish(worker="w1", finishes=finishes)
-            claims.rollouts_claim(
-                job_id=job.id, worker="w1", limit=2, lease_s=60.0,
-                token_hashes=["c" * 64, "d" * 64],
-            )  # fmt: skip
+        claims.results_write_and_claim(
+            job_id=job.id, worker="w1", finishes=finishes, limit=2, lease_s=60.0,
+            token_hashes=["c" * 64, "d" * 64],
+        )  # fmt: skip
 
     threads = [_thread(another_claim, errors)]
     assert holding.wait(10)
