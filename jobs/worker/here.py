@@ -88,16 +88,14 @@ class Here:
         the job over nor draining), whose loop runs and keeps up. A hand not `passed` on yet
         goes to the other workers first (`FIRST_ELSEWHERE`): a runner here that took every
         hand its own process's consumer fetched first held all the job's slots in one
-        interpreter while the workers asked for stayed idle. A runner that keeps up no more
-        still takes it when no other worker takes messages: sent back, it came back to the same
-        runner 2 s later (HAND_AGAIN_S), while the job ran on half its `max_concurrent`."""
+        interpreter while the workers asked for stayed idle."""
         with self._lock:
             runner = self._runners.get(job_id)
             if runner is None or not runner.claiming:
                 return Hand.ABSENT
             if not passed:
                 return Hand.FIRST_ELSEWHERE
-            busy = not runner.lag.keeps_up() and others_take_messages() > 0
+            busy = not runner.lag.keeps_up()
             try:
                 runner.loop.call_soon_threadsafe(runner.hand_passed if busy else runner.hand_joined)
             except RuntimeError:  # its loop closed meanwhile
@@ -108,22 +106,16 @@ class Here:
 HERE = Here()
 
 
-def others_take_messages() -> int:
-    """How many live workers besides this one take messages (a draining one takes none), by
-    their heartbeats; 1 when those cannot be read (the broker is down)."""
-    try:
-        return sum(not w["draining"] for w in heartbeats.live_workers()) - 1
-    except Exception:  # noqa: BLE001
-        return 1
-
-
 def hands_ask(*, job_id: str, room: int) -> None:
     """Send the job's message once for each hand its `room` (the seeds another runner could
     take now) keeps busy, a runner's EVALHUB_RUNNER_MAX_INFLIGHT each, but for no more than
     the other live workers that take messages (a draining one takes none): idle ones start on
     the job together. Asked one at a time, each new runner asking for the next once its first
     claim filled, the fourth of four capped workers started 6 s into a 17 s job."""
-    others = others_take_messages()  # the broker down: the one message below says so
+    try:
+        others = sum(not w["draining"] for w in heartbeats.live_workers()) - 1
+    except Exception:  # the broker is down: the one message below says so  # noqa: BLE001
+        others = 1
     wanted = -(-room // settings.EVALHUB_RUNNER_MAX_INFLIGHT)
     for _ in range(max(1, min(wanted, others))):
         if not job_dispatch(job_id):
