@@ -48,7 +48,8 @@ _LOCK_SQL = (
     f" FROM {_q(EvalJob._meta.db_table)} WHERE {_q('id')} = %s FOR NO KEY UPDATE"
 )
 # The pending seeds come in id order from the (job, status, id) index, read no further than the
-# claim takes. The statement's snapshot is taken after the lock: it sees every claim committed before.
+# claim takes. The statement's snapshot is taken after the lock: it sees every claim committed
+# before.
 _STARTED_SQL = f"""
 WITH running AS (
   SELECT count(*) FILTER (WHERE {_s["lease_expires_at"]} > %(now)s) AS live,

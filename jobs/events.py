@@ -156,11 +156,12 @@ def _job_seed_events(job_id: str, results: list[tuple]) -> None:
 def _progress_before(cursor, job_id: str, written: int, last: tuple) -> tuple[int, int | None]:
     """(the job's seeds over before the `written` just now, its samples), with `_append`'s
     numbering. From the job's last seed event (`last`: its completed and total, when it is
-    among its last LAST_SEED_EVENT_WITHIN events), which counted them: every seed over since has an event of its own, numbered after it (a seed is over
-    once; those a job starts with, reused by a rerun, are counted by its first). Counted for
-    every batch, a job of 100,000 seeds read some fifty million index entries. Read by the
-    numbering's statement, an event another process wrote meanwhile is seen by both or by
-    neither (then the numbers collide and both are read again). A job's first batch counts."""
+    among its last LAST_SEED_EVENT_WITHIN events), which counted them: every seed over since
+    has an event of its own, numbered after it (a seed is over once; those a job starts with,
+    reused by a rerun, are counted by its first). Counted for every batch, a job of 100,000
+    seeds read some fifty million index entries. Read by the numbering's statement, an event
+    another process wrote meanwhile is seen by both or by neither (then the numbers collide and
+    both are read again). A job's first batch counts."""
     if last[0] is not None:
         return last[0], last[1]
     cursor.execute(_PROGRESS_SQL, [job_id, SeedStatus.SUCCEEDED, SeedStatus.FAILED, job_id])
