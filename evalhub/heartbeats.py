@@ -99,7 +99,20 @@ class HeartbeatWriter:
         except (redis.RedisError, OSError):
             return False
         self.last_ok = time.monotonic()
+        self._others_count()
         return True
+
+    def _others_count(self) -> None:
+        """Keep how many other live workers take messages (`others_consuming`), read on this
+        writer's own connection once a beat: runners ask it per hand and per claim that fills,
+        where a read of their own took a new connection and a scan each time."""
+        global _others_seen
+        try:
+            live = _live(_records(self.client))
+        except (redis.RedisError, OSError, ValueError):
+            return
+        others = sum(not w["draining"] and w["worker"] != self.worker for w in live)
+        _others_seen = (time.monotonic(), others)
 
     def clear(self) -> None:
         try:
@@ -115,28 +128,55 @@ class HeartbeatWriter:
 _OWN_FIELDS = ("worker", "host", "pid", "at", "draining")
 
 
+# How many other live workers took messages as this process's last beat saw them, and when
+# (`HeartbeatWriter._others_count`); None in a process that writes no heartbeat.
+_others_seen: tuple[float, int] | None = None
+
+
+def others_consuming() -> int:
+    """How many live workers besides this one take messages (a draining one takes none): as
+    this process's last heartbeat saw them, when it beat within two HEARTBEAT_S (a worker
+    started since is counted at the next beat); else read now.
+    Raises when the heartbeats cannot be read (the broker is down)."""
+    seen = _others_seen
+    if seen is not None and time.monotonic() - seen[0] <= 2 * HEARTBEAT_S:
+        return seen[1]
+    return sum(not w["draining"] for w in live_workers()) - 1
+
+
 def live_workers() -> list[dict]:
     """The workers seen within HEARTBEAT_TTL_S: `worker` (its node name), `host`, `pid`,
     `seen_s_ago`, `draining` (alive, no longer consuming, its runners finishing), and what its
     process reports beside (e.g. `otel`).
     Raises when the heartbeats cannot be read (the broker is down)."""
-    now = time.time()
-    records: list[dict] = []
     url = redis_url()
-    if url:
-        client = redis_client(url)
-        try:
-            keys = list(client.scan_iter(match=_prefix() + "*", count=100))
-            values = client.mget(keys) if keys else []
-        finally:
+    client = redis_client(url) if url else None
+    try:
+        return _live(_records(client))
+    finally:
+        if client is not None:
             client.close()
-        records = [json.loads(v) for v in values if v]
-    elif settings.CELERY_BROKER_URL == "filesystem://" and _folder().is_dir():
+
+
+def _records(client: redis.Redis | None) -> list[dict]:
+    """Every heartbeat kept, through `client` with Redis, else from the broker's folder."""
+    if client is not None:
+        keys = list(client.scan_iter(match=_prefix() + "*", count=100))
+        values = client.mget(keys) if keys else []
+        return [json.loads(v) for v in values if v]
+    records: list[dict] = []
+    if settings.CELERY_BROKER_URL == "filesystem://" and _folder().is_dir():
         for path in _folder().glob("*.json"):
             try:
                 records.append(json.loads(path.read_text()))
             except (OSError, ValueError):
                 continue
+    return records
+
+
+def _live(records: list[dict]) -> list[dict]:
+    """The `records` seen within HEARTBEAT_TTL_S, by worker, as `live_workers` has them."""
+    now = time.time()
     live = [
         {
             "worker": r["worker"],

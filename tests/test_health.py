@@ -11,11 +11,13 @@ from tests.support.servers import wait_until
 
 
 @pytest.fixture
-def heartbeat():
+def heartbeat(monkeypatch):
+    monkeypatch.setattr(heartbeats, "_others_seen", None)  # what this process's beats saw
     writers: list[heartbeats.HeartbeatWriter] = []
 
-    def write(name: str) -> heartbeats.HeartbeatWriter:
+    def write(name: str, *, draining: bool = False) -> heartbeats.HeartbeatWriter:
         writer = heartbeats.HeartbeatWriter(name)
+        writer.draining = draining
         assert writer.beat()
         writers.append(writer)
         return writer
@@ -96,3 +98,19 @@ def test_a_real_worker_is_counted_while_it_consumes_and_not_once_killed(
         interval=0.5,
         what="the killed worker's heartbeat to expire",
     )
+
+
+def test_a_beat_counts_the_other_workers_that_take_messages(heartbeat, monkeypatch):
+    """What a runner asks per hand (`jobs.worker.here`), kept by the beats of its process."""
+    alone = heartbeat("others-alone@host")
+    assert heartbeats.others_consuming() == 0
+    heartbeat("others-second@host")
+    assert heartbeats.others_consuming() == 1  # the second one's beat saw the first
+    heartbeat("others-draining@host", draining=True)
+    assert heartbeats.others_consuming() == 2  # the draining one's: both others consume
+    assert alone.beat()
+    assert heartbeats.others_consuming() == 1  # the first one's: a draining worker takes none
+    # No beat of this process within two periods: read now (here, as one of the three).
+    later = time.monotonic() + 2 * heartbeats.HEARTBEAT_S + 1
+    monkeypatch.setattr(heartbeats.time, "monotonic", lambda: later)
+    assert heartbeats.others_consuming() == 1

@@ -7,8 +7,13 @@ CPU to spare (its rollouts wait on the task app) takes more slots; one whose loo
 holds all it can turn over already, and more slots would only wait in its loop while other
 workers sit idle, so the hand goes back to the queue for another worker.
 
+A late runner still takes the hand when no other live worker takes messages: sent back, the
+hand came back to the same runner HAND_AGAIN_S later, and a lone worker ran its job's first
+seconds on half its `max_concurrent`.
+
 How many hands a runner asks for (`hands_ask`): as many as the seeds left could keep busy, no
-more than the other live workers (by their heartbeats)."""
+more than the other live workers. Both count the other workers as this process's heartbeat
+last saw them (`evalhub.heartbeats.others_consuming`)."""
 
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ import enum
 import statistics
 import threading
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from django.conf import settings
@@ -70,7 +76,8 @@ class Here:
     """The runners working in this process, by job: a hand for a job one of them works joins
     it (`JobRunner.hand_joined`) rather than starting a second one here."""
 
-    def __init__(self) -> None:
+    def __init__(self, others: Callable[[], int] | None = None) -> None:
+        self._others = others or others_take_messages
         self._runners: dict[str, JobRunner] = {}
         self._lock = threading.Lock()
 
@@ -88,19 +95,29 @@ class Here:
         the job over nor draining), whose loop runs and keeps up. A hand not `passed` on yet
         goes to the other workers first (`FIRST_ELSEWHERE`): a runner here that took every
         hand its own process's consumer fetched first held all the job's slots in one
-        interpreter while the workers asked for stayed idle."""
+        interpreter while the workers asked for stayed idle. A runner whose loop is late passes
+        the hand on (`BUSY`) only while another worker takes messages."""
         with self._lock:
             runner = self._runners.get(job_id)
             if runner is None or not runner.claiming:
                 return Hand.ABSENT
             if not passed:
                 return Hand.FIRST_ELSEWHERE
-            busy = not runner.lag.keeps_up()
+            busy = not runner.lag.keeps_up() and self._others() > 0
             try:
                 runner.loop.call_soon_threadsafe(runner.hand_passed if busy else runner.hand_joined)
             except RuntimeError:  # its loop closed meanwhile
                 return Hand.ABSENT
             return Hand.BUSY if busy else Hand.JOINED
+
+
+def others_take_messages() -> int:
+    """How many live workers besides this one take messages; 1 when that cannot be known (the
+    broker is down)."""
+    try:
+        return heartbeats.others_consuming()
+    except Exception:  # noqa: BLE001
+        return 1
 
 
 HERE = Here()
@@ -112,10 +129,7 @@ def hands_ask(*, job_id: str, room: int) -> None:
     the other live workers that take messages (a draining one takes none): idle ones start on
     the job together. Asked one at a time, each new runner asking for the next once its first
     claim filled, the fourth of four capped workers started 6 s into a 17 s job."""
-    try:
-        others = sum(not w["draining"] for w in heartbeats.live_workers()) - 1
-    except Exception:  # the broker is down: the one message below says so  # noqa: BLE001
-        others = 1
+    others = others_take_messages()  # the broker down: the one message below says so
     wanted = -(-room // settings.EVALHUB_RUNNER_MAX_INFLIGHT)
     for _ in range(max(1, min(wanted, others))):
         if not job_dispatch(job_id):

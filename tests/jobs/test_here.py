@@ -51,7 +51,7 @@ def test_a_hand_joins_a_runner_that_keeps_up_and_is_passed_on_by_one_whose_loop_
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
     try:
-        here = Here()
+        here = Here(others=lambda: 1)  # another worker takes messages
         keeping_up = _Runner("eval-a", loop, late_s=0.001)
         late = _Runner("eval-b", loop, late_s=0.05)
         here.add(keeping_up)
@@ -67,6 +67,29 @@ def test_a_hand_joins_a_runner_that_keeps_up_and_is_passed_on_by_one_whose_loop_
         assert here.join("eval-b", passed=True) is Hand.ABSENT
         asyncio.run_coroutine_threadsafe(asyncio.sleep(0), loop).result(timeout=5)
         assert keeping_up.calls == ["joined"] and late.calls == ["passed"]
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=5)
+        loop.close()
+
+
+def test_a_late_runner_takes_the_hand_when_no_other_worker_takes_messages():
+    """Sent back to the queue, the hand would come back to the same runner HAND_AGAIN_S later,
+    the job held to the slots it had meanwhile."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    others = [0]
+    try:
+        here = Here(others=lambda: others[0])
+        late = _Runner("eval-alone", loop, late_s=0.05)
+        here.add(late)
+        assert here.join("eval-alone", passed=False) is Hand.FIRST_ELSEWHERE
+        assert here.join("eval-alone", passed=True) is Hand.JOINED
+        others[0] = 1  # a worker started: the next hand is its to lend
+        assert here.join("eval-alone", passed=True) is Hand.BUSY
+        asyncio.run_coroutine_threadsafe(asyncio.sleep(0), loop).result(timeout=5)
+        assert late.calls == ["joined", "passed"]
     finally:
         loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout=5)
