@@ -44,7 +44,7 @@ DATABASE_DEPENDENT = {
     "tests/frontend/test_seed_table.py", "tests/frontend/test_timeline.py",
     "tests/frontend/test_selectors.py", "tests/frontend/test_triage.py",
     "tests/verifier/test_limits.py",
-    "tests/test_health.py", "tests/test_worker_liveness.py",
+    "tests/test_health.py", "tests/test_worker_liveness.py", "tests/test_timestamps.py",
     "tests/observability/test_metrics.py",
 }  # fmt: skip
 

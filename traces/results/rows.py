@@ -14,6 +14,8 @@ import orjson
 from django.db.models import JSONField, Model, QuerySet, TextField
 from django.db.models.functions import Cast
 
+from evalhub.timestamps import values_read
+
 
 def model_rows(
     queryset: QuerySet, *, exclude: tuple[str, ...] = (), decoded: bool = True
@@ -24,7 +26,7 @@ def model_rows(
     row, plain, as_json = _row_type(queryset.model, exclude)
     texts = {f"{name}_json": Cast(name, TextField()) for name in as_json}
     absent = (None,) * len(as_json)
-    for values in queryset.annotate(**texts).values_list(*plain, *texts):
+    for values in values_read(queryset.annotate(**texts).values_list(*plain, *texts)):
         raw = values[len(plain) :]
         json_values = tuple(_json_value(t) for t in raw) if decoded else absent
         yield row(*values[: len(plain)], *json_values, *raw)
