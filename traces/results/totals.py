@@ -109,18 +109,42 @@ _AGGREGATES = {
 }
 
 
-def _usage(*, cost, unknown, calls, refused, lost, replayed=0, replayed_cost=0.0,
-           replayed_unknown=0, live=0, diverged=0, **tokens) -> Usage:  # fmt: skip
-    limits = [name for name in ROLLOUT_LIMITS if tokens.pop(f"limit_{name}", 0)]
-    replay = Replayed(replayed, live, diverged, None if replayed_unknown else replayed_cost or 0.0)
+# Where each of `_AGGREGATES` is in a row of them, and what an absent one counts as.
+_AT = {name: n for n, name in enumerate(_AGGREGATES)}
+_ABSENT = {"replayed": 0, "replayed_cost": 0.0, "replayed_unknown": 0, "live": 0, "diverged": 0}
+_LIMITS_AT = tuple((name, _AT[f"limit_{name}"]) for name in ROLLOUT_LIMITS)
+_TOKENS_END = len(_TOKEN_FIELDS)  # the token sums come first
+_COST, _UNKNOWN, _CALLS = _AT["cost"], _AT["unknown"], _AT["calls"]
+_LOST, _REFUSED = _AT["lost"], _AT["refused"]
+_REPLAYED, _REPLAYED_COST = _AT["replayed"], _AT["replayed_cost"]
+_REPLAYED_UNKNOWN, _LIVE, _DIVERGED = _AT["replayed_unknown"], _AT["live"], _AT["diverged"]
+
+
+def _usage(**sums: Any) -> Usage:
+    """A Usage from `_AGGREGATES`' sums by name (an absent replay figure counts none)."""
+    return _usage_of(tuple(sums[name] if name in sums else _ABSENT[name] for name in _AT))
+
+
+def _usage_of(sums: tuple) -> Usage:
+    """A Usage from a row of `_AGGREGATES`' sums in their order, as the database gives them
+    (a token sum of PostgreSQL's bigints is a Decimal, a sum of no value NULL). Taken by
+    position, with no dict of names on the way: the result rows make one per sample and
+    kind, for every summary, results read and export."""
+    prompt, completion, cached, reasoning, total = (int(v or 0) for v in sums[:_TOKENS_END])
+    limit = next((name for name, at in _LIMITS_AT if sums[at]), None)
+    replayed_cost = None if sums[_REPLAYED_UNKNOWN] else sums[_REPLAYED_COST] or 0.0
     return Usage(
-        **{name: int(value or 0) for name, value in tokens.items()},
-        cost_usd=None if unknown else float(cost or 0.0),
-        num_llm_calls=calls,
-        budget_refusals=refused,
-        rollout_limit=limits[0] if limits else None,
-        usage_unknown=lost,
-        replay=replay,
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        cached_tokens=cached,
+        reasoning_tokens=reasoning,
+        total_tokens=total,
+        cost_usd=None if sums[_UNKNOWN] else float(sums[_COST] or 0.0),
+        num_llm_calls=sums[_CALLS],
+        budget_refusals=sums[_REFUSED],
+        rollout_limit=limit,
+        usage_unknown=sums[_LOST],
+        replay=Replayed(sums[_REPLAYED], sums[_LIVE], sums[_DIVERGED], replayed_cost),
     )
 
 
@@ -179,7 +203,7 @@ def _per_seed_run(calls) -> dict[int, Usage]:
 def usage_by_seed_run_and_kind(seed_run_ids: list[int]) -> dict[tuple[int, str], Usage]:
     """Usage of each of these seed runs' calls by (seed run id, kind), in one query (the ids
     as one parameter, `Among`): the result rows' usage, a thousand seed runs at a time. The
-    ORM's statement, run on a cursor: its rows go to `_usage` as they come (its sums and
+    ORM's statement, run on a cursor: its rows go to `_usage_of` as they come (its sums and
     counts made numbers there), not through a converter per value and a dict per row."""
     calls = LLMCall.objects.filter(Among("attempt__seed_run_id", seed_run_ids))
     query = calls.values("attempt__seed_run_id", "kind").annotate(**_AGGREGATES).order_by()
@@ -187,8 +211,7 @@ def usage_by_seed_run_and_kind(seed_run_ids: list[int]) -> dict[tuple[int, str],
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
-    names = tuple(_AGGREGATES)
-    return {(row[0], row[1]): _usage(**dict(zip(names, row[2:], strict=True))) for row in rows}
+    return {(row[0], row[1]): _usage_of(row[2:]) for row in rows}
 
 
 def job_usage_many(*, job_ids: list[str]) -> dict[str, Usage]:
