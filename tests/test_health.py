@@ -16,7 +16,7 @@ def heartbeat(monkeypatch):
     writers: list[heartbeats.HeartbeatWriter] = []
 
     def write(name: str, *, draining: bool = False) -> heartbeats.HeartbeatWriter:
-        writer = heartbeats.HeartbeatWriter(name)
+        writer = heartbeats.HeartbeatWriter(name, counts_others=True)
         writer.draining = draining
         assert writer.beat()
         writers.append(writer)
@@ -101,7 +101,11 @@ def test_a_real_worker_is_counted_while_it_consumes_and_not_once_killed(
 
 
 def test_a_beat_counts_the_other_workers_that_take_messages(heartbeat, monkeypatch):
-    """What a runner asks per hand (`jobs.worker.here`), kept by the beats of its process."""
+    """What a runner asks per hand (`jobs.worker.here`), kept by the beats of its process's
+    own writer: not by a writer that stands in for another worker."""
+    assert heartbeats.HeartbeatWriter("others-stand-in@host").beat()
+    assert heartbeats._others_seen is None
+    heartbeats.HeartbeatWriter("others-stand-in@host").clear()
     alone = heartbeat("others-alone@host")
     assert heartbeats.others_consuming() == 0
     heartbeat("others-second@host")
