@@ -163,7 +163,9 @@ class Watchdog(bootsteps.StartStopStep):
     def __init__(self, worker, **kwargs):
         super().__init__(worker, **kwargs)
         worker.evalhub_liveness = Liveness(drain_s=settings.EVALHUB_WORKER_DRAIN_S)
-        worker.evalhub_heartbeats = HeartbeatWriter(worker_id(), counts_others=True)
+        worker.evalhub_heartbeats = HeartbeatWriter(
+            worker_id(), counts_others=lambda: DRAIN.running > 0
+        )
 
     def start(self, worker):
         worker.evalhub_heartbeats.worker = worker_id(worker.hostname)

@@ -73,11 +73,12 @@ def reporter(name: str, report: Callable[[], dict]) -> None:
 class HeartbeatWriter:
     """One per worker process; `beat()` is cheap and never raises."""
 
-    def __init__(self, worker: str, *, counts_others: bool = False):
+    def __init__(self, worker: str, *, counts_others: Callable[[], bool] | None = None):
         self.worker = worker
-        # The worker process's own writer (evalhub.celery) keeps `others_consuming` as it
-        # beats; one written for another worker (a test's stand-in) does not.
-        self.counts_others = counts_others
+        # Whether a beat keeps `others_consuming`: the worker process's own writer does while
+        # its job runners run, the only time the count is read (evalhub.celery), so an idle
+        # worker reads no heartbeat; one written for another worker (a test's stand-in) never.
+        self.counts_others = counts_others or (lambda: False)
         self.url = redis_url()
         self.client = redis_client(self.url) if self.url else None
         self.last_ok: float | None = None
@@ -102,7 +103,7 @@ class HeartbeatWriter:
         except (redis.RedisError, OSError):
             return False
         self.last_ok = time.monotonic()
-        if self.counts_others:
+        if self.counts_others():
             self._others_count()
         return True
 

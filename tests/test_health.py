@@ -16,7 +16,7 @@ def heartbeat(monkeypatch):
     writers: list[heartbeats.HeartbeatWriter] = []
 
     def write(name: str, *, draining: bool = False) -> heartbeats.HeartbeatWriter:
-        writer = heartbeats.HeartbeatWriter(name, counts_others=True)
+        writer = heartbeats.HeartbeatWriter(name, counts_others=lambda: True)
         writer.draining = draining
         assert writer.beat()
         writers.append(writer)
