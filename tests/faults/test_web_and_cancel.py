@@ -63,6 +63,10 @@ def web_killed(private_services):
             stack.env["OPENAI_API_KEY"] = "sk-fake"
             # Rows still in flight this long after their call started are marked lost.
             stack.env["EVALHUB_LLM_CALL_LOST_S"] = "4"
+            # The stack's backoff is squeezed to at most 0.2 s, so the default ten losses a
+            # seed may have fit inside the web's outage; what this checks is that a loss is
+            # never charged to the task app, not where that budget ends.
+            stack.env["EVALHUB_SEED_MAX_LOSSES"] = "200"
             web = stack.start_web()
             stack.worker("w1")
             stack.worker("w2")
