@@ -1,10 +1,12 @@
 """Worker heartbeats: each worker's consumer writes one while it consumes; /healthz reads them.
 
 A heartbeat is written from the consumer's own event loop (evalhub.celery), so it stops when the
-worker stops consuming, even if the process is still alive. It lives beside the queue: a key
-with a time-to-live in Redis (`evalhub:heartbeat:<queue>:<worker>`), or a file in the
-file-system broker's folder for the embedded default. Reading them costs one round trip with
-short timeouts, so /healthz answers quickly even when the broker is down.
+worker stops consuming, even if the process is still alive. It lives beside the queue: a field
+of one Redis hash per queue (`evalhub:heartbeats:<queue>`, the worker's name to its record,
+which says when it was written), or a file in the file-system broker's folder for the embedded
+default. Reading them all is one HGETALL with short timeouts, whatever else the Redis holds (a
+scan for keys by pattern walked its whole keyspace), so /healthz answers quickly even when the
+broker is down; a record not rewritten for PRUNE_AFTER_S is removed by whoever reads it.
 """
 
 from __future__ import annotations
@@ -24,6 +26,10 @@ HEARTBEAT_S = 2.0
 HEARTBEAT_TTL_S = 10.0
 # Redis calls made for heartbeats never wait longer than this.
 REDIS_TIMEOUT_S = 0.5
+# A record this old is a worker long gone (stopped without clearing it: killed, its host lost):
+# its field is deleted as it is read, well past HEARTBEAT_TTL_S, so that a worker that beats
+# again meanwhile was already taken for gone.
+PRUNE_AFTER_S = 60.0
 
 
 def redis_url() -> str | None:
@@ -31,8 +37,8 @@ def redis_url() -> str | None:
     return url if url.startswith(("redis://", "rediss://")) else None
 
 
-def _prefix() -> str:
-    return f"evalhub:heartbeat:{settings.CELERY_TASK_DEFAULT_QUEUE}:"
+def _hash_key() -> str:
+    return f"evalhub:heartbeats:{settings.CELERY_TASK_DEFAULT_QUEUE}"
 
 
 def _since_key() -> str:
@@ -79,6 +85,7 @@ class HeartbeatWriter:
         # its job runners run, the only time the count is read (evalhub.celery), so an idle
         # worker reads no heartbeat; one written for another worker (a test's stand-in) never.
         self.counts_others = counts_others or (lambda: False)
+        self.own = counts_others is not None  # this process's, which `others_consuming` leaves out
         self.url = redis_url()
         self.client = redis_client(self.url) if self.url else None
         self.last_ok: float | None = None
@@ -93,7 +100,7 @@ class HeartbeatWriter:
         try:
             if self.client is not None:
                 pipe = self.client.pipeline(transaction=False)
-                pipe.set(_prefix() + self.worker, record, px=int(HEARTBEAT_TTL_S * 1000))
+                pipe.hset(_hash_key(), self.worker, record)
                 pipe.set(_since_key(), time.time(), nx=True)
                 pipe.execute()
             elif settings.CELERY_BROKER_URL == "filesystem://":
@@ -103,6 +110,9 @@ class HeartbeatWriter:
         except (redis.RedisError, OSError):
             return False
         self.last_ok = time.monotonic()
+        if self.own:
+            global _own_worker
+            _own_worker = self.worker
         if self.counts_others():
             self._others_count()
         return True
@@ -110,19 +120,18 @@ class HeartbeatWriter:
     def _others_count(self) -> None:
         """Keep how many other live workers take messages (`others_consuming`), read on this
         writer's own connection once a beat: runners ask it per hand and per claim that fills,
-        where a read of their own took a new connection and a scan each time."""
+        where a read of their own took a new connection each time."""
         global _others_seen
         try:
             live = _live(_records(self.client))
         except (redis.RedisError, OSError, ValueError):
             return
-        others = sum(not w["draining"] and w["worker"] != self.worker for w in live)
-        _others_seen = (time.monotonic(), others)
+        _others_seen = (time.monotonic(), _others(live, self.worker))
 
     def clear(self) -> None:
         try:
             if self.client is not None:
-                self.client.delete(_prefix() + self.worker)
+                self.client.hdel(_hash_key(), self.worker)
             elif settings.CELERY_BROKER_URL == "filesystem://":
                 (_folder() / f"{self.worker}.json").unlink(missing_ok=True)
         except (redis.RedisError, OSError):
@@ -134,8 +143,10 @@ _OWN_FIELDS = ("worker", "host", "pid", "at", "draining")
 
 
 # How many other live workers took messages as this process's last beat saw them, and when
-# (`HeartbeatWriter._others_count`); None in a process that writes no heartbeat.
+# (`HeartbeatWriter._others_count`); None in a process that writes no heartbeat. And the
+# name this process's own writer beats under (None before its first beat, and in the web).
 _others_seen: tuple[float, int] | None = None
+_own_worker: str | None = None
 
 
 def others_consuming() -> int:
@@ -146,7 +157,16 @@ def others_consuming() -> int:
     seen = _others_seen
     if seen is not None and time.monotonic() - seen[0] <= 2 * HEARTBEAT_S:
         return seen[1]
-    return sum(not w["draining"] for w in live_workers()) - 1
+    return _others(live_workers(), _own_worker)
+
+
+def _others(live: list[dict], worker: str | None) -> int:
+    """Of the `live` workers, those that take messages other than `worker` (this process's);
+    with no name (this process has not beaten), it is taken for one of them."""
+    taking = [w["worker"] for w in live if not w["draining"]]
+    if worker is None:
+        return max(0, len(taking) - 1)
+    return sum(name != worker for name in taking)
 
 
 def live_workers() -> list[dict]:
@@ -164,11 +184,14 @@ def live_workers() -> list[dict]:
 
 
 def _records(client: redis.Redis | None) -> list[dict]:
-    """Every heartbeat kept, through `client` with Redis, else from the broker's folder."""
+    """Every heartbeat kept, through `client` with Redis, else from the broker's folder; in
+    Redis, those not rewritten for PRUNE_AFTER_S are deleted as they are read."""
     if client is not None:
-        keys = list(client.scan_iter(match=_prefix() + "*", count=100))
-        values = client.mget(keys) if keys else []
-        return [json.loads(v) for v in values if v]
+        records = [json.loads(v) for v in client.hgetall(_hash_key()).values()]
+        gone = [r["worker"] for r in records if time.time() - r["at"] > PRUNE_AFTER_S]
+        if gone:
+            client.hdel(_hash_key(), *gone)
+        return records
     records: list[dict] = []
     if settings.CELERY_BROKER_URL == "filesystem://" and _folder().is_dir():
         for path in _folder().glob("*.json"):

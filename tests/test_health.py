@@ -13,6 +13,7 @@ from tests.support.servers import wait_until
 @pytest.fixture
 def heartbeat(monkeypatch):
     monkeypatch.setattr(heartbeats, "_others_seen", None)  # what this process's beats saw
+    monkeypatch.setattr(heartbeats, "_own_worker", None)
     writers: list[heartbeats.HeartbeatWriter] = []
 
     def write(name: str, *, draining: bool = False) -> heartbeats.HeartbeatWriter:
@@ -118,3 +119,21 @@ def test_a_beat_counts_the_other_workers_that_take_messages(heartbeat, monkeypat
     later = time.monotonic() + 2 * heartbeats.HEARTBEAT_S + 1
     monkeypatch.setattr(heartbeats.time, "monotonic", lambda: later)
     assert heartbeats.others_consuming() == 1
+
+
+def test_a_heartbeat_long_gone_is_deleted_as_it_is_read(heartbeat, monkeypatch):
+    """A worker killed without clearing its heartbeat: shown until HEARTBEAT_TTL_S, then not,
+    and its field deleted by the first read after PRUNE_AFTER_S (Redis keeps one hash)."""
+    if heartbeats.redis_url() is None:
+        pytest.skip("the file-system broker keeps a file per worker")
+    heartbeat("gone-soon@host")
+    assert [w["worker"] for w in heartbeats.live_workers()] == ["gone-soon@host"]
+    now = time.time()
+    monkeypatch.setattr(heartbeats.time, "time", lambda: now + heartbeats.HEARTBEAT_TTL_S + 1)
+    assert heartbeats.live_workers() == []
+    client = heartbeats.redis_client(heartbeats.redis_url())
+    assert client.hexists(heartbeats._hash_key(), "gone-soon@host")  # kept a while yet
+    monkeypatch.setattr(heartbeats.time, "time", lambda: now + heartbeats.PRUNE_AFTER_S + 1)
+    assert heartbeats.live_workers() == []
+    assert not client.hexists(heartbeats._hash_key(), "gone-soon@host")
+    client.close()
