@@ -30,6 +30,7 @@ from jobs.worker.answer_budget import AnswerHold
 from jobs.worker.batching import Batcher
 from jobs.worker.clients import ClientPool, InterceptorProbe
 from jobs.worker.environments import run as environments
+from jobs.worker.episode import EnvironmentBusy, RolloutOutcome, TaskAppError
 from traces import tokens
 from traces.calls import replay
 from traces.otel.context import attempt_traceparent
@@ -200,7 +201,7 @@ class RolloutSource:
 
     async def _rollout(
         self, body: dict, hold: AnswerHold, traceparent: str
-    ) -> tuple[taskapp.RolloutOutcome | None, Any]:
+    ) -> tuple[RolloutOutcome | None, Any]:
         """(outcome, None) or (None, the TaskAppError), within the job's timeout, which the
         wait for the answer's share of the budget pushes back."""
         job = self.job
@@ -216,10 +217,8 @@ class RolloutSource:
                 )  # fmt: skip
             return outcome, None
         except TimeoutError:
-            error = taskapp.TaskAppError(
-                f"rollout timed out after {job.timeout_s:g}s", transient=False
-            )
-        except taskapp.TaskAppError as exc:
+            error = TaskAppError(f"rollout timed out after {job.timeout_s:g}s", transient=False)
+        except TaskAppError as exc:
             error = exc
         # A task app may echo what it was sent: keep the key and the token out of errors.
         error.message = self.redactor.text(error.message)
@@ -239,7 +238,7 @@ class RolloutSource:
         """Retry later when the failure is transient and attempts are left; else the result.
         A failure while our own interceptor could not be reached is ours, not the task
         app's: retried without using up the task app's attempts."""
-        if isinstance(error, taskapp.EnvironmentBusy):
+        if isinstance(error, EnvironmentBusy):
             await self._busy(seed_run, attempt_id, error, latency_ms)
             return
         if await self.interceptor.lost_since(time.time() - latency_ms / 1000):

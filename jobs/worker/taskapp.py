@@ -1,9 +1,9 @@
 """The task-app client: the health probe and `POST /rollout`, and reading the answer.
 
 Task apps are user code, so nothing in a RolloutResponse is trusted: a body that is not JSON, a
-field of the wrong type or no reward object becomes a `TaskAppError` with a readable message,
-which says whether trying again could help (`transient`: connection failures, timeouts to
-connect, 429 and 5xx answers). The reward object is `reward_info` (synth-ai 0.5.0 and later) or
+field of the wrong type or no reward object becomes a `TaskAppError` (jobs.worker.episode, what
+every kind of environment ends in) with a readable message, which says whether trying again
+could help (`transient`: connection failures, timeouts to connect, 429 and 5xx answers). The reward object is `reward_info` (synth-ai 0.5.0 and later) or
 `metrics` (0.4.x): `outcome_reward`, maybe `outcome_objectives`, `event_rewards`, `details`.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 import sys
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -27,37 +27,17 @@ from jobs.figures import JsonText
 from jobs.models import CONNECTION_ERROR_PREFIX
 from jobs.scores import Scores
 from jobs.worker.answer_budget import SMALL_BYTES, AnswerHold, answer_cost
+from jobs.worker.episode import (
+    BUSY_RETRY_MAX_S,
+    MAX_ANSWER_DEPTH,
+    EnvironmentBusy,
+    RolloutOutcome,
+    TaskAppError,
+    TaskAppUnreachable,
+)
 
 # How much of a task app's error body is kept in an error message.
 BODY_EXCERPT = 300
-# Deepest nesting kept of a task app's metrics and trace (every reader walks them).
-MAX_ANSWER_DEPTH = 256
-
-
-class TaskAppError(Exception):
-    def __init__(self, message: str, *, transient: bool, http_status: int | None = None):
-        super().__init__(message)
-        self.message = message
-        self.transient = transient
-        self.http_status = http_status
-
-
-class EnvironmentBusy(TaskAppError):
-    """The environment is at capacity (a 429 or 503 with `Retry-After`, an OpenEnv server with
-    every session taken): back-pressure, not a failure of the seed. The worker waits
-    `retry_after_s` and tries again, charging nothing; `limit` is the concurrency the server
-    said it takes, when it said."""
-
-    def __init__(self, message: str, *, retry_after_s: float, limit: int | None = None,
-                 http_status: int | None = None):  # fmt: skip
-        super().__init__(message, transient=True, http_status=http_status)
-        self.retry_after_s = retry_after_s
-        self.limit = limit
-
-
-# How long to wait before trying an environment that said it is busy, when it did not say.
-BUSY_RETRY_S = 1.0
-BUSY_RETRY_MAX_S = 60.0
 
 
 def retry_after_seconds(value: str | None) -> float | None:
@@ -77,35 +57,12 @@ def retry_after_seconds(value: str | None) -> float | None:
     return min(max(seconds, 0.0), BUSY_RETRY_MAX_S)
 
 
-class TaskAppUnreachable(TaskAppError):
-    """No connection could be made (refused, DNS, connect timeout)."""
-
-    def __init__(self, message: str):
-        super().__init__(message, transient=True)
-
-
 # Answer fields kept beside the reward object (synth-ai 0.5.0+): the rollout's infrastructure
 # status, its free-form detail, and what the rollout produced.
 ANSWER_EXTRAS = ("success_status", "status_detail", "artifact")
 # The reward object's fields read as numbers, and those of them a score is taken from, in order
 # (`outcome_objectives.reward` comes second: a task app reporting only objectives is scored).
 NUMBER_FIELDS = ("outcome_reward", "outcome_score", "reward_mean", "events_score")
-
-
-@dataclass(frozen=True)
-class RolloutOutcome:
-    """A task app's valid answer to `POST /rollout`.
-
-    `metrics` is what is kept of it for the seed run: the reward object as the task app sent
-    it (`reward_info` or `metrics`, with its `outcome_objectives`, `event_rewards`, `details`),
-    plus the answer's `success_status`, `status_detail` and `artifact` when present. A big
-    answer's metrics and trace are kept as the JSON text to be written (`kept_as_text`)."""
-
-    scores: Scores
-    metrics: dict[str, Any] | JsonText = field(default_factory=dict)
-    trace: Any = None
-    http_status: int = 200
-    outcome_objectives: dict[str, float] | None = None
 
 
 def headers_for(api_key: str | None) -> dict[str, str]:

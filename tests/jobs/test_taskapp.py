@@ -9,9 +9,8 @@ import pytest
 from jobs.figures import JsonText
 from jobs.scores import Scores
 from jobs.worker.answer_budget import SMALL_BYTES, AnswerBudget, AnswerHold, answer_cost
+from jobs.worker.episode import RolloutOutcome, TaskAppError
 from jobs.worker.taskapp import (
-    RolloutOutcome,
-    TaskAppError,
     headers_for,
     kept_as_text,
     rollout_response_parse,

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import httpx
 
 from jobs.kinds import LoopConfig
-from jobs.worker.taskapp import TaskAppError
+from jobs.worker.episode import TaskAppError
 
 # What the loop (and OpenEnv's rollout tool) send as the model's key: the interceptor drops
 # whatever key it is called with and uses the server's own.

@@ -23,7 +23,7 @@ from jobs import kinds
 from jobs.fields import url_shown
 from jobs.worker.environments.loop import StepOutcome, agent_loop, result_value
 from jobs.worker.environments.outcome import environment_outcome, unreachable, wrong_kind
-from jobs.worker.taskapp import RolloutOutcome, TaskAppError
+from jobs.worker.episode import RolloutOutcome, TaskAppError
 
 CLIENT_NAME = "evalhub"
 CLIENT_VERSION = "0.1.0"

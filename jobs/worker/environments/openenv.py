@@ -22,7 +22,7 @@ from django.conf import settings
 from jobs import kinds
 from jobs.worker.environments.loop import PLACEHOLDER_KEY, StepOutcome, agent_loop, result_value
 from jobs.worker.environments.outcome import environment_outcome, unreachable, wrong_kind
-from jobs.worker.taskapp import BUSY_RETRY_S, EnvironmentBusy, RolloutOutcome, TaskAppError
+from jobs.worker.episode import BUSY_RETRY_S, EnvironmentBusy, RolloutOutcome, TaskAppError
 
 # The error code of an OpenEnv server whose sessions are all taken (openenv's WSErrorCode).
 CAPACITY_REACHED = "CAPACITY_REACHED"

@@ -8,7 +8,7 @@ from jobs.fields import json_value_problem, url_shown
 from jobs.models import CONNECTION_ERROR_PREFIX
 from jobs.scores import Scores
 from jobs.worker.environments.loop import LoopResult
-from jobs.worker.taskapp import MAX_ANSWER_DEPTH, RolloutOutcome
+from jobs.worker.episode import MAX_ANSWER_DEPTH, RolloutOutcome
 
 
 def environment_outcome(

@@ -15,6 +15,7 @@ from jobs import kinds
 from jobs.worker import taskapp
 from jobs.worker.answer_budget import AnswerHold
 from jobs.worker.environments import mcp_gym, openenv
+from jobs.worker.episode import RolloutOutcome
 
 ADAPTERS = {kinds.MCP_GYM: mcp_gym, kinds.OPENENV: openenv}
 
@@ -38,7 +39,7 @@ async def rollout(
     body: dict[str, Any],
     hold: AnswerHold,
     traceparent: str = "",
-) -> taskapp.RolloutOutcome:
+) -> RolloutOutcome:
     """One seed attempt; `body` is the synth RolloutRequest the runner built (the other kinds
     read the seed, env_config, policy and inference URL from it). A synth rollout is posted
     with `session`, the others with `client`; each sends `traceparent` (W3C trace context).
