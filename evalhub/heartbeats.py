@@ -6,7 +6,8 @@ of one Redis hash per queue (`evalhub:heartbeats:<queue>`, the worker's name to 
 which says when it was written), or a file in the file-system broker's folder for the embedded
 default. Reading them all is one HGETALL with short timeouts, whatever else the Redis holds (a
 scan for keys by pattern walked its whole keyspace), so /healthz answers quickly even when the
-broker is down; a record not rewritten for PRUNE_AFTER_S is removed by whoever reads it.
+broker is down; a record (field or file) not rewritten for PRUNE_AFTER_S is removed by whoever
+reads it.
 """
 
 from __future__ import annotations
@@ -184,8 +185,8 @@ def live_workers() -> list[dict]:
 
 
 def _records(client: redis.Redis | None) -> list[dict]:
-    """Every heartbeat kept, through `client` with Redis, else from the broker's folder; in
-    Redis, those not rewritten for PRUNE_AFTER_S are deleted as they are read."""
+    """Every heartbeat kept, through `client` with Redis, else from the broker's folder; those
+    not rewritten for PRUNE_AFTER_S are deleted as they are read."""
     if client is not None:
         records = [json.loads(v) for v in client.hgetall(_hash_key()).values()]
         gone = [r["worker"] for r in records if time.time() - r["at"] > PRUNE_AFTER_S]
@@ -196,9 +197,12 @@ def _records(client: redis.Redis | None) -> list[dict]:
     if settings.CELERY_BROKER_URL == "filesystem://" and _folder().is_dir():
         for path in _folder().glob("*.json"):
             try:
-                records.append(json.loads(path.read_text()))
+                record = json.loads(path.read_text())
             except (OSError, ValueError):
                 continue
+            if time.time() - record["at"] > PRUNE_AFTER_S:
+                path.unlink(missing_ok=True)
+            records.append(record)
     return records
 
 
