@@ -28,7 +28,7 @@ HEARTBEAT_TTL_S = 10.0
 # Redis calls made for heartbeats never wait longer than this.
 REDIS_TIMEOUT_S = 0.5
 # A record this old is a worker long gone (stopped without clearing it: killed, its host lost):
-# its field is deleted as it is read, well past HEARTBEAT_TTL_S, so that a worker that beats
+# it is deleted as it is read, well past HEARTBEAT_TTL_S, so that a worker that beats
 # again meanwhile was already taken for gone.
 PRUNE_AFTER_S = 60.0
 
@@ -84,9 +84,9 @@ class HeartbeatWriter:
         self.worker = worker
         # Whether a beat keeps `others_consuming`: the worker process's own writer does while
         # its job runners run, the only time the count is read (evalhub.celery), so an idle
-        # worker reads no heartbeat; one written for another worker (a test's stand-in) never.
-        self.counts_others = counts_others or (lambda: False)
-        self.own = counts_others is not None  # this process's, which `others_consuming` leaves out
+        # worker reads no heartbeat. None: a writer for another worker (a test's stand-in),
+        # which never counts and is not this process's.
+        self.counts_others = counts_others
         self.url = redis_url()
         self.client = redis_client(self.url) if self.url else None
         self.last_ok: float | None = None
@@ -111,11 +111,11 @@ class HeartbeatWriter:
         except (redis.RedisError, OSError):
             return False
         self.last_ok = time.monotonic()
-        if self.own:
+        if self.counts_others is not None:
             global _own_worker
             _own_worker = self.worker
-        if self.counts_others():
-            self._others_count()
+            if self.counts_others():
+                self._others_count()
         return True
 
     def _others_count(self) -> None:
@@ -131,10 +131,7 @@ class HeartbeatWriter:
 
     def clear(self) -> None:
         try:
-            if self.client is not None:
-                self.client.hdel(_hash_key(), self.worker)
-            elif settings.CELERY_BROKER_URL == "filesystem://":
-                (_folder() / f"{self.worker}.json").unlink(missing_ok=True)
+            _forget(self.client, [self.worker])
         except (redis.RedisError, OSError):
             pass
 
@@ -187,23 +184,28 @@ def live_workers() -> list[dict]:
 def _records(client: redis.Redis | None) -> list[dict]:
     """Every heartbeat kept, through `client` with Redis, else from the broker's folder; those
     not rewritten for PRUNE_AFTER_S are deleted as they are read."""
+    records: list[dict] = []
     if client is not None:
         records = [json.loads(v) for v in client.hgetall(_hash_key()).values()]
-        gone = [r["worker"] for r in records if time.time() - r["at"] > PRUNE_AFTER_S]
-        if gone:
-            client.hdel(_hash_key(), *gone)
-        return records
-    records: list[dict] = []
-    if settings.CELERY_BROKER_URL == "filesystem://" and _folder().is_dir():
+    elif settings.CELERY_BROKER_URL == "filesystem://" and _folder().is_dir():
         for path in _folder().glob("*.json"):
             try:
-                record = json.loads(path.read_text())
+                records.append(json.loads(path.read_text()))
             except (OSError, ValueError):
                 continue
-            if time.time() - record["at"] > PRUNE_AFTER_S:
-                path.unlink(missing_ok=True)
-            records.append(record)
+    now = time.time()
+    if gone := [r["worker"] for r in records if now - r["at"] > PRUNE_AFTER_S]:
+        _forget(client, gone)
     return records
+
+
+def _forget(client: redis.Redis | None, workers: list[str]) -> None:
+    """Delete these workers' heartbeats: their fields of the hash, or their files."""
+    if client is not None:
+        client.hdel(_hash_key(), *workers)
+    elif settings.CELERY_BROKER_URL == "filesystem://":
+        for worker in workers:
+            (_folder() / f"{worker}.json").unlink(missing_ok=True)
 
 
 def _live(records: list[dict]) -> list[dict]:

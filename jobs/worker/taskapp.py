@@ -3,8 +3,9 @@
 Task apps are user code, so nothing in a RolloutResponse is trusted: a body that is not JSON, a
 field of the wrong type or no reward object becomes a `TaskAppError` (jobs.worker.episode, what
 every kind of environment ends in) with a readable message, which says whether trying again
-could help (`transient`: connection failures, timeouts to connect, 429 and 5xx answers). The reward object is `reward_info` (synth-ai 0.5.0 and later) or
-`metrics` (0.4.x): `outcome_reward`, maybe `outcome_objectives`, `event_rewards`, `details`.
+could help (`transient`: connection failures, timeouts to connect, 429 and 5xx answers). The
+reward object is `reward_info` (synth-ai 0.5.0 and later) or `metrics` (0.4.x):
+`outcome_reward`, maybe `outcome_objectives`, `event_rewards`, `details`.
 """
 
 from __future__ import annotations
