@@ -43,6 +43,7 @@ from pathlib import Path
 import aiohttp
 import cpucap  # a sibling: run as bench/bench_workers.py
 from cpucap import CpuCap
+from cpuwatch import CpuWatch, machine_busy_ticks
 
 ROOT = Path(__file__).resolve().parents[1]
 # The zip due longer than this after a job ends is not waited for (`run_job`).
@@ -59,6 +60,10 @@ def private_backend(workdir: Path) -> dict[str, str]:
     postgres.init()
     url = postgres.create_database(f"evalhub_bench_{uuid.uuid4().hex[:8]}")
     private_backend.stop = lambda: (redis.stop(), postgres.destroy())
+    # The processes whose CPU a run counts as the database's (the postmaster: its backends are
+    # its children) and the broker's.
+    postmaster = int((postgres.datadir / "postmaster.pid").read_text().split()[0])
+    private_backend.roots = {"postgres": postmaster, "redis": redis.proc.pid}
     return {"DATABASE_URL": url, "REDIS_URL": redis.url, "DATABASE_CONN_MAX_AGE": "60"}
 
 
@@ -96,10 +101,13 @@ def run_job(
     max_concurrent: int,
     worker_cpu: float | None = None,
     count_queries: bool = False,
+    watch: dict[str, int] | None = None,
 ) -> dict:
     """`workers` worker processes (each held to `worker_cpu` of a CPU when given) run one
     job; its figures, with the workers' CPU per rollout (from job created to job over) and,
-    with `count_queries`, their database statements by kind (bench/counted_worker.py)."""
+    with `count_queries`, their database statements by kind (bench/counted_worker.py). With
+    `watch` (a name to the pid of a process tree: the task app, the database), where the CPU
+    went meanwhile, by process and over the whole machine (`cpu`)."""
     from django.contrib.auth import get_user_model
 
     from jobs import services
@@ -132,14 +140,16 @@ def run_job(
         spec = services.JobSpec(task_app_url=task_url, seeds=list(range(seeds)),
                                 max_concurrent=max_concurrent, timeout=60)  # fmt: skip
         cpu_before = sum(cpu_s(proc.proc.pid) for proc in procs)
+        watching = CpuWatch(**(watch or {}))
         created = time.perf_counter()
-        job = services.job_create(owner=owner, spec=spec)
+        with watching:
+            job = services.job_create(owner=owner, spec=spec)
 
-        def over():
-            row = EvalJob.objects.get(pk=job.pk)
-            return row if row.is_terminal else None
+            def over():
+                row = EvalJob.objects.get(pk=job.pk)
+                return row if row.is_terminal else None
 
-        job = wait_until(over, timeout=3600, interval=0.1, what="the job to end")
+            job = wait_until(over, timeout=3600, interval=0.1, what="the job to end")
         wall = time.perf_counter() - created
         cpu = sum(cpu_s(proc.proc.pid) for proc in procs) - cpu_before
         if counted:
@@ -167,7 +177,22 @@ def run_job(
             **span, "rollouts_alone_per_s": succeeded / span["rollouts_s"],
             "zip_after_s": zip_s, "worker_cpu": worker_cpu,
             "cpu_ms_per_rollout": cpu * 1000 / seeds, "queries": queries,
+            "cpu": _cpu_per_rollout(watching, seeds, worker=cpu) if watch else None,
             "throttled": sum(throttled) / len(throttled) if throttled else None}  # fmt: skip
+
+
+def _cpu_per_rollout(watching: CpuWatch, seeds: int, **more: float) -> dict[str, float]:
+    """Milliseconds of CPU per rollout by process (`more` adds some measured apart), and the
+    machine's cores busy on average over the run (`cores_busy`)."""
+    used = {**watching.used, **more}
+    return {**{name: s * 1000 / seeds for name, s in used.items()},
+            "cores_busy": watching.cores_busy()}  # fmt: skip
+
+
+def _cpu_print(cpu: dict[str, float]) -> str:
+    """`_cpu_per_rollout`'s figures in a line."""
+    parts = ", ".join(f"{name} {ms:.2f}" for name, ms in cpu.items() if name != "cores_busy")
+    return f"CPU ms a rollout: {parts}; the machine's cores busy {cpu['cores_busy']:.2f}"
 
 
 def _rollouts_span(job) -> dict[str, float]:
@@ -220,7 +245,7 @@ def _queries_print(queries: dict[str, dict[str, float]] | None) -> None:
 
 
 @contextlib.contextmanager
-def task_app_served(*, delay_s: float) -> Iterator[str]:
+def task_app_served(*, delay_s: float) -> Iterator[tuple[str, int]]:
     """The task app in a process of its own, as a user's is: in this one it shared the
     interpreter with the measuring loop, and this process's heap (Django, the test support)
     made its full garbage collections take 150-190 ms, every 0.7 s under load: a quarter of
@@ -236,7 +261,7 @@ def task_app_served(*, delay_s: float) -> Iterator[str]:
                    what="the task app")  # fmt: skip
         if not server.is_alive():
             raise RuntimeError("the task app did not start")
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{port}", server.pid
     finally:
         server.terminate()
         server.join(timeout=10)
@@ -256,18 +281,22 @@ def _task_app_serve(port: int, delay_s: float) -> None:
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
 
 
-def direct_in_child(task_url: str, *, seeds: int, concurrency: int) -> float:
-    """`direct` in a process of its own, as the worker is."""
+def direct_in_child(task_url: str, *, seeds: int, concurrency: int) -> tuple[float, float, float]:
+    """`direct` in a process of its own, as the worker is: (its wall seconds, the CPU seconds
+    the client spent, the machine's cores busy on average meanwhile)."""
     context = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as pool:
         return pool.submit(_direct_sync, task_url, seeds, concurrency).result()
 
 
-def _direct_sync(task_url: str, seeds: int, concurrency: int) -> float:
+def _direct_sync(task_url: str, seeds: int, concurrency: int) -> tuple[float, float, float]:
     import django
 
     django.setup()
-    return asyncio.run(direct(task_url, seeds=seeds, concurrency=concurrency))
+    cpu, busy = time.process_time(), machine_busy_ticks()
+    wall = asyncio.run(direct(task_url, seeds=seeds, concurrency=concurrency))
+    busy_s = (machine_busy_ticks() - busy) / os.sysconf("SC_CLK_TCK")
+    return wall, time.process_time() - cpu, busy_s / wall
 
 
 async def direct(task_url: str, *, seeds: int, concurrency: int) -> float:
@@ -331,7 +360,7 @@ def main() -> int:
     data_dir, _ = setup(args.backend)
     out: dict = {"backend": args.backend, "runs": []}
     try:
-        with task_app_served(delay_s=args.delay) as task_url:
+        with task_app_served(delay_s=args.delay) as (task_url, _):
             for workers in args.workers:
                 run = run_job(workers=workers, task_url=task_url, seeds=args.seeds,
                               max_concurrent=args.max_concurrent,
@@ -354,18 +383,28 @@ def main() -> int:
                       f"{run['throttled']:.0%} of periods" + _span_print(run), flush=True)  # fmt: skip
                 out.setdefault("capped", []).append(run)
         if args.wall_delay > 0:
-            with task_app_served(delay_s=args.wall_delay) as task_url:
-                floor = direct_in_child(task_url, seeds=args.seeds, concurrency=args.max_concurrent)
+            with task_app_served(delay_s=args.wall_delay) as (task_url, task_app):
+                # The machine's cores busy over the direct run alone, not the child's start.
+                with CpuWatch(task_app=task_app) as watching:
+                    floor, client_s, cores = direct_in_child(
+                        task_url, seeds=args.seeds, concurrency=args.max_concurrent
+                    )
+                direct_cpu = {**_cpu_per_rollout(watching, args.seeds, client=client_s),
+                              "cores_busy": cores}  # fmt: skip
+                roots = {"task_app": task_app, **getattr(private_backend, "roots", {})}
                 via = run_job(workers=1, task_url=task_url, seeds=args.seeds,
                               max_concurrent=args.max_concurrent,
-                              count_queries=args.count_queries)  # fmt: skip
+                              count_queries=args.count_queries, watch=roots)  # fmt: skip
             out["wall"] = {"delay_s": args.wall_delay, "seeds": args.seeds,
                            "concurrency": args.max_concurrent, "direct_s": floor,
                            "evalhub_wall_s": via["wall_s"], "evalhub_run_s": via["run_s"],
-                           "cpu_ms_per_rollout": via["cpu_ms_per_rollout"]}  # fmt: skip
+                           "cpu_ms_per_rollout": via["cpu_ms_per_rollout"],
+                           "direct_cpu": direct_cpu, "evalhub_cpu": via["cpu"]}  # fmt: skip
             print(f"direct {floor:.2f}s vs evalhub {via['wall_s']:.2f}s (created -> completed), "
                   f"{args.seeds} seeds at {args.wall_delay}s, concurrency {args.max_concurrent}; "
                   f"{via['cpu_ms_per_rollout']:.2f} ms worker CPU per rollout")  # fmt: skip
+            print(f"  direct: {_cpu_print(direct_cpu)}")
+            print(f"  evalhub: {_cpu_print(via['cpu'])}")
             _queries_print(via["queries"])
     finally:
         from django.db import connections

@@ -168,7 +168,17 @@ def _wall_rows(data: dict) -> list[tuple[str, str, str, str]]:
                      f"{w['concurrency']}", f"{w['evalhub_wall_s']:.2f} s (run {w['evalhub_run_s']:.2f} s)",
                      f"direct {w['direct_s']:.2f} s",
                      f"<= {1.5 * w['direct_s']:.2f} s (1.5x direct)"))  # fmt: skip
+        if w.get("evalhub_cpu") and w.get("direct_cpu"):  # where each run's CPU went
+            rows.append(("job wall time: CPU ms a rollout by process, the machine's cores busy",
+                         _cpu_cell(w["evalhub_cpu"]), f"direct: {_cpu_cell(w['direct_cpu'])}",
+                         ""))  # fmt: skip
     return rows
+
+
+def _cpu_cell(cpu: dict[str, float]) -> str:
+    """bench_workers' CPU per rollout by process, and the machine's cores busy, in a cell."""
+    parts = ", ".join(f"{name} {ms:.2f}" for name, ms in cpu.items() if name != "cores_busy")
+    return f"{parts}; {cpu['cores_busy']:.2f} cores busy"
 
 
 def zip_rows(data: dict) -> list[tuple[str, str, str, str]]:
