@@ -152,6 +152,7 @@ class RolloutSource:
             )  # fmt: skip
         finally:
             runner.slots_release(limit)
+        runner.results_written([(self.name, f.seed_run_id) for f in finishes])
         for key, work in self._rollouts(claim, fresh):
             runner.claimed_start((self.name, key), work)
         return written

@@ -111,6 +111,7 @@ class JobRunner:
         self._db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalhub-db")
         self._results_thread = ThreadPoolExecutor(1, "evalhub-results")  # `db_results`
         self.in_flight: dict[tuple[str, int], asyncio.Task] = {}
+        self.written: set[tuple[str, int]] = set()  # its result written (`results_written`)
         self._changed = asyncio.Event()
         # Work started and finished this slice, and the most held at once: an idle runner
         # leaves the job to those that hold work (they send its message again).
@@ -266,14 +267,14 @@ class JobRunner:
     def _claim_due(self, since_claim: float) -> bool:
         """A batch (an eighth) of the runner's slots is free, or POLL_S went by with any slot
         free; after a claim that got less than it asked, only the latter."""
-        free = self.cap - len(self.in_flight) - self.reserved
+        free = self.cap - self.holding() - self.reserved
         if free >= max(1, self.cap // 8) and not self.starved:
             return True
         return free > 0 and since_claim >= POLL_S
 
     async def _claim(self) -> int:
         """Claim from every source in turn while slots are free; the job's room for others."""
-        free = asked = max(0, self.cap - len(self.in_flight) - self.reserved)
+        free = asked = max(0, self.cap - self.holding() - self.reserved)
         self.reserved += asked
         room = 0
         try:
@@ -296,12 +297,22 @@ class JobRunner:
         claims at all; held until `slots_release`."""
         if not self.claiming:
             return 0
-        n = max(0, min(freed, self.cap - len(self.in_flight) + freed - self.reserved))
+        n = max(0, min(freed, self.cap - self.holding() + freed - self.reserved))
         self.reserved += n
         return n
 
     def slots_release(self, n: int) -> None:
         self.reserved -= n
+
+    def results_written(self, keys: list[tuple[str, int]]) -> None:
+        """These works' results are written: their slots are free, though their tasks end a
+        turn of the loop later. A batch written meanwhile counted them as held, and claimed as
+        many fewer."""
+        self.written.update(key for key in keys if key in self.in_flight)
+
+    def holding(self) -> int:
+        """The slots held: work in flight whose result is not written yet."""
+        return len(self.in_flight) - len(self.written)
 
     def claimed_start(self, key: tuple[str, int], work) -> None:
         """Start work a batch of results claimed; none once the work loop ended (it would
@@ -315,6 +326,7 @@ class JobRunner:
     def _start(self, key: tuple[str, int], work) -> None:
         if superseded := self.in_flight.get(key):  # its lease lapsed and we took it again:
             superseded.cancel()  # that attempt was abandoned, its result would be refused
+        self.written.discard(key)
         self.in_flight[key] = task = asyncio.create_task(work)
         self.started += 1
         self.held_most = max(self.held_most, len(self.in_flight))
@@ -323,6 +335,7 @@ class JobRunner:
             self.finished += 1
             if self.in_flight.get(key) is t:
                 del self.in_flight[key]
+                self.written.discard(key)
             if not t.cancelled() and t.exception() is not None:
                 log.error("job %s: a %s task crashed", self.job_id, key[0], exc_info=t.exception())
             self._changed.set()
@@ -379,6 +392,7 @@ class JobRunner:
         """Stop what is in flight, writing nothing for it; how many there were."""
         tasks = list(self.in_flight.values())
         self.in_flight.clear()
+        self.written.clear()
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
