@@ -181,7 +181,7 @@ def test_rows_updated_beyond_a_statements_size_go_in_several_and_all_land(job, m
     if connection.vendor == "postgresql":
         updates = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("UPDATE")]
         assert len(updates) == 3  # one a row: each is bigger than a statement's document
-        assert "json_array_elements" in updates[0] and "UNNEST" in updates[1]
+        assert "jsonb_array_elements" in updates[0] and "UNNEST" in updates[1]
 
 
 def test_rows_inserted_whatever_their_values(job):
