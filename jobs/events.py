@@ -50,10 +50,14 @@ def _append(
     instead, from the progress the job's last seed event counted, (completed, total) or
     (None, None), read by the numbering's statement (read again with it if another process
     took the numbers). The rows go in as one statement (`jobs.bulk.rows_insert`: one array
-    per column on PostgreSQL, where an executemany had psycopg quote each value in Python)."""
+    per column on PostgreSQL, where an executemany had psycopg quote each value in Python).
+    On PostgreSQL the numbering's lock means no number is ever taken twice: no savepoint is made
+    for a retry inside a caller's transaction (the runner's batch of results), two round trips
+    of a batch's dozen; a collision there would fail the caller's transaction."""
+    numbered_alone = connection.vendor == "postgresql"
     for _ in range(10):
         try:
-            with transaction.atomic(), connection.cursor() as cursor:
+            with transaction.atomic(savepoint=not numbered_alone), connection.cursor() as cursor:
                 job_xact_lock(cursor, NUMBERING, job_id)  # numbered one at a time
                 if make is None:
                     cursor.execute(_LAST_SEQ_SQL, [job_id])
@@ -71,6 +75,8 @@ def _append(
                 rows_insert(JobEvent, _COLUMNS, rows)
                 return rows
         except IntegrityError:
+            if numbered_alone and connection.in_atomic_block:
+                raise  # the caller's transaction is broken: it cannot read again
             continue  # another process took those numbers; read again
     raise RuntimeError(f"could not append events to job {job_id}: their numbers kept being taken")
 

@@ -368,8 +368,9 @@ def test_a_batch_of_results_claims_the_slots_it_frees_in_its_own_transaction(job
 def test_a_batch_of_results_costs_the_same_round_trips_whatever_its_size(job):
     """A worker's batch of results and the claim of its slots is a fixed number of statements
     (each a round trip on PostgreSQL, where a busy worker waits for every one): no locking read
-    of the seed runs before their UPDATE, one savepoint (the events' numbering), and the
-    events' numbering and progress read by one statement."""
+    of the seed runs before their UPDATE, no savepoint for the events' numbering on PostgreSQL
+    (its lock takes the numbers one transaction at a time; SQLite keeps one), and the events'
+    numbering and progress read by one statement."""
 
     EvalJob.objects.filter(pk=job.id).update(max_concurrent=10)
     fresh = (f"{n:064x}" for n in range(100))
@@ -396,8 +397,9 @@ def test_a_batch_of_results_costs_the_same_round_trips_whatever_its_size(job):
     one, three = batch(1), batch(3)
     # The test runs in a transaction: the batch's own transaction is a savepoint in it.
     ours = 1 if connection.in_atomic_block else 0
+    numbering = 0 if connection.vendor == "postgresql" else 1
     for sql in (one, three):
-        assert sum(s.startswith("SAVEPOINT") for s in sql) == 1 + ours
+        assert sum(s.startswith("SAVEPOINT") for s in sql) == numbering + ours
         assert not any("jobs_seedrun" in s.split(" FROM ")[-1] and "FOR UPDATE" in s for s in sql)
         assert sum("jobs_jobevent" in s and s.startswith("SELECT") for s in sql) == 1
     if connection.vendor == "postgresql":  # SQLite returns an UPDATE's rows one row at a time
