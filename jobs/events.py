@@ -8,7 +8,7 @@ from django.db import IntegrityError, connection, models, transaction
 from django.utils import timezone
 
 from jobs.bulk import rows_insert
-from jobs.locks import NUMBERING, job_xact_lock
+from jobs.locks import NUMBERING, job_xact_lock_then
 from jobs.models import EvalJob, JobEvent, SeedRun, SeedStatus
 
 
@@ -58,12 +58,13 @@ def _append(
     for _ in range(10):
         try:
             with transaction.atomic(savepoint=not numbered_alone), connection.cursor() as cursor:
-                job_xact_lock(cursor, NUMBERING, job_id)  # numbered one at a time
+                # Numbered one transaction at a time: the lock, and the last number read under it.
                 if make is None:
-                    cursor.execute(_LAST_SEQ_SQL, [job_id])
+                    job_xact_lock_then(cursor, NUMBERING, job_id, _LAST_SEQ_SQL, [job_id])
                     last = cursor.fetchone()[0] or 0
                 else:
-                    cursor.execute(_LAST_SQL, [job_id, job_id, EventType.SEED_COMPLETED, job_id])
+                    params = [job_id, job_id, EventType.SEED_COMPLETED, job_id]
+                    job_xact_lock_then(cursor, NUMBERING, job_id, _LAST_SQL, params)
                     last, *progress = cursor.fetchone()
                     last = last or 0
                     events = make(cursor, tuple(progress))

@@ -4,7 +4,7 @@ A lock's first key is its space (what it guards), the second the job's id hashed
 one job in different spaces never wait for each other. On SQLite, where a write transaction
 holds the whole database, neither is taken; see each caller for why that is enough there.
 
-- `NUMBERING` (transaction-level, `job_xact_lock`): a job's event numbers are taken one
+- `NUMBERING` (transaction-level, `job_xact_lock_then`): a job's event numbers are taken one
   transaction at a time (`jobs.events`). Without it the workers writing a job's results at
   once read the same last number, and all but one of their INSERTs waited for the first to
   commit, failed, and were written again.
@@ -25,10 +25,19 @@ NUMBERING = 7
 FINISHING = 8
 
 
-def job_xact_lock(cursor, space: int, job_id: str) -> None:
-    """Wait for the job's lock in `space` until the transaction `cursor` runs in ends."""
-    if connection.vendor == "postgresql":
-        cursor.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [space, job_id])
+_XACT_LOCK_SQL = "SELECT pg_advisory_xact_lock(%s, hashtext(%s))"
+
+
+def job_xact_lock_then(cursor, space: int, job_id: str, sql: str, params: list) -> None:
+    """Wait for the job's lock in `space` (held until the transaction `cursor` runs in ends),
+    then run `sql` on `cursor`, whose rows it is left on. On PostgreSQL one round trip: two
+    statements in one message (Django's psycopg cursors bind parameters on the client, which
+    allows it), the second run with a snapshot of its own once the lock is held."""
+    if connection.vendor != "postgresql":
+        cursor.execute(sql, params)
+        return
+    cursor.execute(f"{_XACT_LOCK_SQL}; {sql}", [space, job_id, *params])
+    cursor.nextset()
 
 
 @contextlib.contextmanager
