@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from django.db import connection, models
@@ -204,14 +205,33 @@ def usage_by_seed_run_and_kind(seed_run_ids: list[int]) -> dict[tuple[int, str],
     """Usage of each of these seed runs' calls by (seed run id, kind), in one query (the ids
     as one parameter, `Among`): the result rows' usage, a thousand seed runs at a time. The
     ORM's statement, run on a cursor: its rows go to `_usage_of` as they come (its sums and
-    counts made numbers there), not through a converter per value and a dict per row."""
-    calls = LLMCall.objects.filter(Among("attempt__seed_run_id", seed_run_ids))
-    query = calls.values("attempt__seed_run_id", "kind").annotate(**_AGGREGATES).order_by()
-    sql, params = query.query.sql_with_params()
+    counts made numbers there), not through a converter per value and a dict per row. On
+    PostgreSQL the statement is built once (`_usage_statement`): whatever the ids, its text is
+    the same, and Django building it was a third of this function's CPU."""
+    if connection.vendor == "postgresql" and seed_run_ids:
+        sql, params, at = _usage_statement()
+        params = [*params[:at], list(seed_run_ids), *params[at + 1 :]]
+    else:
+        sql, params = _usage_query(Among("attempt__seed_run_id", seed_run_ids))
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     return {(row[0], row[1]): _usage_of(row[2:]) for row in rows}
+
+
+def _usage_query(among: Among) -> tuple[str, tuple]:
+    calls = LLMCall.objects.filter(among)
+    query = calls.values("attempt__seed_run_id", "kind").annotate(**_AGGREGATES).order_by()
+    return query.query.sql_with_params()
+
+
+@cache
+def _usage_statement() -> tuple[str, tuple, int]:
+    """PostgreSQL: `usage_by_seed_run_and_kind`'s statement, its parameters, and which of them
+    holds the ids (found by identity: `Among` passes its list as one parameter)."""
+    among = Among("attempt__seed_run_id", [0])
+    sql, params = _usage_query(among)
+    return sql, params, next(n for n, p in enumerate(params) if p is among.values)
 
 
 def job_usage_many(*, job_ids: list[str]) -> dict[str, Usage]:
