@@ -132,9 +132,12 @@ def run_job(
     cap = CpuCap(worker_cpu) if worker_cpu else None
     groups = [cap.cap(proc.proc.pid) for proc in procs] if cap else []
     try:
+        # A worker held to a slice of a CPU starts as many times slower (its imports alone took
+        # most of a minute at a tenth of a CPU on a slow machine).
+        start_s = 60 / (worker_cpu or 1.0)
         for proc in procs:
             wait_until(lambda p=proc: "ready" in p.log() or p.proc.poll() is not None,
-                       timeout=60, what="a worker")  # fmt: skip
+                       timeout=start_s, what="a worker")  # fmt: skip
         time.sleep(1.0)  # "ready" is logged a moment before the consumer polls
         owner, _ = get_user_model().objects.get_or_create(username="bench")
         spec = services.JobSpec(task_app_url=task_url, seeds=list(range(seeds)),
