@@ -47,6 +47,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import httpx
+from cpuwatch import process_cpu_s  # a sibling: run as bench/bench_interceptor.py
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -183,9 +184,8 @@ async def simple_get(url: str, n: int) -> list[float]:
 
 
 def cpu_ms(pid: int) -> float:
-    """CPU time (user + system, all threads) a process has used so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+    """CPU time (user + system, all threads) a process has used so far, in milliseconds."""
+    return process_cpu_s(pid) * 1000
 
 
 def pct(values: list[float], q: float) -> float:

@@ -43,7 +43,7 @@ from pathlib import Path
 import aiohttp
 import cpucap  # a sibling: run as bench/bench_workers.py
 from cpucap import CpuCap
-from cpuwatch import CpuWatch, machine_busy_ticks
+from cpuwatch import CpuWatch, machine_busy_ticks, process_cpu_s
 
 ROOT = Path(__file__).resolve().parents[1]
 # The zip due longer than this after a job ends is not waited for (`run_job`).
@@ -85,12 +85,6 @@ def setup(backend: str) -> tuple[str, dict[str, str]]:
 
     call_command("migrate", verbosity=0)
     return data_dir, extra
-
-
-def cpu_s(pid: int) -> float:
-    """CPU seconds (user and system, every thread) a process has used so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def run_job(
@@ -142,7 +136,7 @@ def run_job(
         owner, _ = get_user_model().objects.get_or_create(username="bench")
         spec = services.JobSpec(task_app_url=task_url, seeds=list(range(seeds)),
                                 max_concurrent=max_concurrent, timeout=60)  # fmt: skip
-        cpu_before = sum(cpu_s(proc.proc.pid) for proc in procs)
+        cpu_before = sum(process_cpu_s(proc.proc.pid) for proc in procs)
         watching = CpuWatch(**(watch or {}))
         created = time.perf_counter()
         with watching:
@@ -154,7 +148,7 @@ def run_job(
 
             job = wait_until(over, timeout=3600, interval=0.1, what="the job to end")
         wall = time.perf_counter() - created
-        cpu = sum(cpu_s(proc.proc.pid) for proc in procs) - cpu_before
+        cpu = sum(process_cpu_s(proc.proc.pid) for proc in procs) - cpu_before
         if counted:
             time.sleep(0.6)  # the counts are written twice a second
         queries = _queries(counted, seeds)

@@ -27,6 +27,14 @@ def _stat(pid: int) -> list[str] | None:
         return None
 
 
+def process_cpu_s(pid: int) -> float:
+    """CPU seconds (user and system, every thread) the process has used so far, its own."""
+    fields = _stat(pid)
+    if fields is None:
+        raise ProcessLookupError(pid)
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
 def _own_and_waited(fields: list[str]) -> int:
     """Ticks of user and system time, the process's own and its waited-for children's."""
     return sum(int(fields[n]) for n in (11, 12, 13, 14))
