@@ -92,9 +92,15 @@ def test_a_verdict_written_since_and_a_secret_configured_since_rebuild_the_membe
     assert exposed.encode() not in zip_of(traced.job).read("seeds/seed_1.json")
 
 
+def _seed_to_claim(job: EvalJob) -> SeedRun:
+    """A seed of the running job that no worker has claimed yet."""
+    return SeedRun.objects.create(job=job, seed=99, status="pending")
+
+
 def test_a_running_job_has_the_members_of_seeds_ended_a_while_ago_built(settings):
     settings.EVALHUB_TRACES_ZIP_AFTER_S = 5.0
     traced = make_traced_job(seeds=[0, 1, 2], calls_per_seed=1, status="running")
+    _seed_to_claim(traced.job)
     SeedRun.objects.filter(job=traced.job, seed=2).update(finished_at=timezone.now())
     tasks.job_members_build(traced.job.id)  # as the runners send it
     kept = TraceMember.objects.filter(seed_run__job=traced.job)
@@ -107,6 +113,36 @@ def test_a_running_job_has_the_members_of_seeds_ended_a_while_ago_built(settings
     )
     assert members.job_members_build(job_id=traced.job.id) is None
     assert kept.count() == 2
+
+
+def test_a_build_stops_once_the_job_has_no_seed_left_to_claim(settings, monkeypatch):
+    """Its last rollouts and its summary are what the job's end waits for: a build in their
+    worker's process would take its CPU from them. The zip builds the rest."""
+    settings.EVALHUB_TRACES_ZIP_AFTER_S = 0.0
+    traced = make_traced_job(seeds=[0, 1, 2, 3], calls_per_seed=1, status="running")
+    left = _seed_to_claim(traced.job)
+    monkeypatch.setattr(members, "PAGE_SIZE", 2)
+    pages: list[list[int]] = []
+    build = members._build
+
+    def build_then_claim_the_last(**kwargs):
+        pages.append(sorted(kwargs["seed_run_ids"]))
+        SeedRun.objects.filter(pk=left.pk).update(status="running")  # a worker claims it
+        return build(**kwargs)
+
+    monkeypatch.setattr(members, "_build", build_then_claim_the_last)
+    assert members.job_members_build(job_id=traced.job.id) == 2
+    kept = TraceMember.objects.filter(seed_run__job=traced.job)
+    assert sorted(kept.values_list("seed_run__seed", flat=True)) == [0, 1]
+    assert len(pages) == 1
+    # Nothing left to claim from the start: nothing is built; the zip builds every member.
+    assert members.job_members_build(job_id=traced.job.id) == 0
+    assert kept.count() == 2
+    left.delete()
+    EvalJob.objects.filter(pk=traced.job.pk).update(status="completed", completed_at=timezone.now())
+    manifest = json.loads(zip_of(traced.job).read("manifest.json"))
+    assert [f["seed"] for f in manifest["files"]] == [0, 1, 2, 3]
+    assert kept.count() == 4
 
 
 def test_pruning_a_job_drops_its_members():
