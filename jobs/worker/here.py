@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 
 from evalhub import heartbeats
+from evalhub.cpuquota import Throttling
 from jobs.dispatch import job_dispatch
 
 if TYPE_CHECKING:
@@ -46,6 +47,7 @@ class LoopLag:
 
     def __init__(self) -> None:
         self._late: deque[float] = deque([0.0], maxlen=LAG_SAMPLES)
+        self._quota = Throttling()
 
     async def watch(self) -> None:
         loop = asyncio.get_running_loop()
@@ -61,6 +63,15 @@ class LoopLag:
     def keeps_up(self) -> bool:
         """Whether the loop has CPU to spare: more work would not wait in it."""
         return self.late_s() <= LAG_MOST_S
+
+    def spare(self) -> bool:
+        """Whether the process has CPU to spare for work beside the loop's (a build of the
+        zip's members): the loop keeps up, and no CPU quota held the process back since the
+        last look (`evalhub.cpuquota`). A worker held to a tenth of a CPU by its cgroup kept
+        up by its loop's lateness while throttled in 97% of its periods, and the builds it
+        asked for cost four capped workers a tenth of their CPU during the job."""
+        held = self._quota.since_last()  # read every time: its count is since the last look
+        return not held and self.keeps_up()
 
 
 class Hand(enum.Enum):

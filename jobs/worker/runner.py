@@ -231,11 +231,11 @@ class JobRunner:
 
     async def _members_ask(self) -> None:
         """Have a worker build the zip members of the seeds that ended lately, while this
-        runner keeps up (`jobs.worker.here.LoopLag`): a late loop has no CPU to spare, and a
-        build in its process would take it from the rollouts (a worker held to a tenth of a
-        CPU spent half again the CPU a rollout); the zip builds the members it lacks as the
-        job ends."""
-        if self.lag.keeps_up():
+        runner's process has CPU to spare (`jobs.worker.here.LoopLag.spare`: its loop keeps up
+        and no CPU quota throttled it), else a build in its process would take it from the
+        rollouts (a worker held to a tenth of a CPU spent half again the CPU a rollout); the
+        zip builds the members it lacks as the job ends."""
+        if self.lag.spare():
             await self.db(job_trace_members_dispatch, job_id=self.job_id)
 
     def hand_joined(self) -> None:

@@ -12,7 +12,8 @@ served only when nothing it was made of has changed.
 While a job runs, its runners send `traces.job_members_build` every `EVALHUB_TRACES_ZIP_AFTER_S`
 seconds (`jobs.dispatch`), which builds the members of the seeds that ended before then, so the
 zip of a job that just ended is assembled, not built. Only while they keep up: a runner whose
-worker has no CPU to spare sends none (the build would slow its rollouts), and a build stops
+worker has no CPU to spare (its loop late, or its CPU quota throttling it: `evalhub.cpuquota`)
+sends none (the build would slow its rollouts), and a build stops
 once the job has no seed left to claim (its end waits for its last rollouts and its summary);
 the zip builds what is missing as the job ends.
 """
