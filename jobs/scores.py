@@ -56,7 +56,13 @@ class Scores:
     def of(cls, seed_run: Any) -> Scores:
         """The scores stored on a seed run (or any object with the same fields); one stored
         that is not finite is missing (`finite_or_none`)."""
-        return cls(**{name: finite_or_none(getattr(seed_run, name)) for name in FIELDS})
+        return cls(**cls.fields_of(seed_run))
+
+    @staticmethod
+    def fields_of(seed_run: Any) -> dict[str, float | None]:
+        """`of(seed_run).as_fields()` without the value between: the result rows read every
+        sample's scores for each summary, results read and export."""
+        return {name: finite_or_none(getattr(seed_run, name)) for name in FIELDS}
 
     def as_fields(self) -> dict[str, float | None]:
         """The seed run's model fields and their values, for an update or a create."""

@@ -69,7 +69,7 @@ def _seed_copy(new: EvalJob, source: SeedRun, config) -> SeedRun:
     task_app_score = source.task_app_score
     if task_app_score is None and not source.judge_status:
         task_app_score = source.score  # judged before the verifier kept it apart
-    scores = Scores.of(source).as_fields()
+    scores = Scores.fields_of(source)
     scores["score"] = rewards.reward(config, task_app_score=task_app_score, verifier_score=None)
     scores["verifier_score"] = None
     attempt = judged_attempt(source)

@@ -24,12 +24,17 @@ from traces.results.totals import NO_USAGE, Usage, usage_by_seed_run_and_kind
 def judge_fields(seed_run: SeedRun, judge: Usage | None) -> dict[str, Any]:
     """The verifier's columns of a result row: its verdict, what its judge spent, and how its
     calls were answered (`judge_replayed_calls`... as the policy's, docs/replay.md)."""
-    judge = judge or NO_USAGE
     return {
         "task_app_score": finite_or_none(seed_run.task_app_score),
         "judge_status": seed_run.judge_status or None,
         "verifier_justification": seed_run.verifier_justification,
         "verifier_error": seed_run.verifier_error,
+        **(_judge_usage_fields(judge) if judge is not None else _NO_JUDGE_USAGE),
+    }
+
+
+def _judge_usage_fields(judge: Usage) -> dict[str, Any]:
+    return {
         "judge_tokens": judge.total_tokens,
         "judge_cost_usd": judge.cost_usd,
         "judge_num_llm_calls": judge.num_llm_calls,
@@ -37,20 +42,26 @@ def judge_fields(seed_run: SeedRun, judge: Usage | None) -> dict[str, Any]:
     }
 
 
+# The usage columns of a sample without calls (of its policy, of a judge), made once: most
+# samples of a job without a verifier have no judge's call. Spread into each row, never changed.
+_NO_USAGE = NO_USAGE.row_fields()
+_NO_JUDGE_USAGE = _judge_usage_fields(NO_USAGE)
+
+
 def seed_result_row(
     seed_run: SeedRun, usage: Usage | None, judge: Usage | None = None
 ) -> dict[str, Any]:
     """One seed's row of GET /results (also in its trace document and on the dashboard)."""
-    scores = Scores.of(seed_run)
+    scores = Scores.fields_of(seed_run)
     return {
         "seed": seed_run.seed,
         "repeat": seed_run.repeat,
         "status": seed_run.status,
-        **scores.as_fields(),
-        "reward": scores.score,
+        **scores,
+        "reward": scores["score"],
         "outcome_objectives": outcome_objectives(seed_run),
         "latency_ms": seed_run.latency_ms,
-        **(usage or NO_USAGE).row_fields(),
+        **(usage.row_fields() if usage is not None else _NO_USAGE),
         "attempts": seed_run.attempts,
         "error": seed_run.error,
         "started_at": seed_run.started_at,

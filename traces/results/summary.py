@@ -30,23 +30,27 @@ class _Replays:
     """A replay's figures of the rows (docs/replay.md): the policy's, or with `prefix`
     "judge_" the judge's."""
 
+    _NAMES = ("replayed_calls", "live_calls", "divergences")
+
     def __init__(self, prefix: str = "") -> None:
         self.prefix, self.calls = prefix, Counter()
         self.costs, self.cost_unknown = array("d"), False
+        # The rows' keys, made once: a summary adds every row twice (the policy, the judge).
+        self._keys = tuple((name, f"{prefix}{name}") for name in self._NAMES)
+        self._cost_key = f"{prefix}replayed_cost_usd"
 
     def add(self, row: dict[str, Any]) -> None:
-        for name in ("replayed_calls", "live_calls", "divergences"):
-            self.calls[name] += row.get(f"{self.prefix}{name}") or 0
-        if (cost := row.get(f"{self.prefix}replayed_cost_usd", 0.0)) is None:
+        calls = self.calls
+        for name, key in self._keys:
+            calls[name] += row.get(key) or 0
+        if (cost := row.get(self._cost_key, 0.0)) is None:
             self.cost_unknown = True
         else:
             self.costs.append(cost)
 
     def figures(self) -> dict[str, Any]:
         cost = None if self.cost_unknown else round(sum(self.costs), 10)
-        names = ("replayed_calls", "live_calls", "divergences")
-        return {**{f"{self.prefix}{n}": self.calls[n] for n in names},
-                f"{self.prefix}replayed_cost_usd": cost}  # fmt: skip
+        return {**{key: self.calls[name] for name, key in self._keys}, self._cost_key: cost}
 
 
 class _Tally:

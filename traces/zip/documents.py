@@ -260,7 +260,7 @@ def document_head(
         "reused": seed_run.reused_from_id is not None,
         "status": seed_run.status,
         "error": seed_run.error,
-        **Scores.of(seed_run).as_fields(),
+        **Scores.fields_of(seed_run),
         "outcome_objectives": row["outcome_objectives"],
         "latency_ms": seed_run.latency_ms,
         "started_at": iso(seed_run.started_at),
