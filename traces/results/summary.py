@@ -33,7 +33,7 @@ class _Replays:
     _NAMES = ("replayed_calls", "live_calls", "divergences")
 
     def __init__(self, prefix: str = "") -> None:
-        self.prefix, self.calls = prefix, Counter()
+        self.calls: Counter[str] = Counter()
         self.costs, self.cost_unknown = array("d"), False
         # The rows' keys, made once: a summary adds every row twice (the policy, the judge).
         self._keys = tuple((name, f"{prefix}{name}") for name in self._NAMES)
