@@ -74,9 +74,11 @@ class CpuCap:
     def throttled(group: Path) -> float:
         """The share of the group's scheduling periods in which it hit its cap (both
         interfaces count `nr_periods` and `nr_throttled`): near 1, the cap was the bound."""
-        stat = dict(line.split() for line in (group / "cpu.stat").read_text().splitlines())
-        periods = int(stat.get("nr_periods", 0))
-        return int(stat.get("nr_throttled", 0)) / periods if periods else 0.0
+        from evalhub.cpuquota import cpu_stat  # evalhub's reader; its root is on the path by now
+
+        stat = cpu_stat(group / "cpu.stat") or {}
+        periods = stat.get("nr_periods", 0)
+        return stat.get("nr_throttled", 0) / periods if periods else 0.0
 
     def close(self) -> None:
         """Remove the groups (a group is removable once its processes have ended)."""

@@ -46,16 +46,24 @@ def _own_stat_path() -> Path | None:
         return None
 
 
+def cpu_stat(path: Path) -> dict[str, int] | None:
+    """A group's `cpu.stat` counts by name (`nr_periods`, `nr_throttled`...; a line that is
+    not a name and a count left out), or None when unreadable."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return None
+    counts = {}
+    for line in lines:
+        name, _, value = line.partition(" ")
+        if value.strip().isdigit():
+            counts[name] = int(value)
+    return counts
+
+
 def _throttled(path: Path) -> int | None:
     """The periods the group was throttled in so far, or None when unreadable."""
-    try:
-        for line in path.read_text().splitlines():
-            name, _, value = line.partition(" ")
-            if name == "nr_throttled":
-                return int(value)
-    except (OSError, ValueError):
-        return None
-    return None
+    return (cpu_stat(path) or {}).get("nr_throttled")
 
 
 class Throttling:
