@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/bench_workers.py [--seeds 2000] [--max-concurrent 64] [--delay 0]
         [--workers 1 2 4] [--backend postgres|sqlite] [--wall-delay 0.05] [--worker-cpu 0.25]
-        [--json out.json]
+        [--capped-rounds 3] [--json out.json]
 
 Everything is real and local, in a fresh data directory: with `--backend postgres` (the
 default) a PRIVATE PostgreSQL cluster and Redis server started for the run on free ports
@@ -15,7 +15,10 @@ over first claim to completion.
 With `--worker-cpu F` each worker process is also run, for a second series, held to F of one
 CPU by a cgroup of its own (bench/cpucap.py; Linux, as root): every worker a small machine
 of its own, so N of them over one measures evalhub's scale-out rather than the cores this
-machine has (on 2 cores, four uncapped workers share what one nearly fills).
+machine has (on 2 cores, four uncapped workers share what one nearly fills). With
+`--capped-rounds N` that series runs N times, each worker count in turn every round: the same
+run differs by a quarter from one minute to the next on a shared machine, so N over one is read
+within a round, and every round's ratio is kept.
 
 Then, with `--wall-delay` > 0, the same seeds against a task app taking that long per rollout:
 once posted straight at the task app by an asyncio client holding `--max-concurrent` in flight,
@@ -346,6 +349,9 @@ def main() -> int:
     parser.add_argument("--worker-cpu", type=float,
                         help="also run each worker count with every worker held to this "
                              "fraction of a CPU (a cgroup each; needs root)")  # fmt: skip
+    parser.add_argument("--capped-rounds", type=int, default=1,
+                        help="run the capped series this many times, one worker count after "
+                             "the other each time: a ratio is read within its round")  # fmt: skip
     parser.add_argument("--count-queries", action="store_true",
                         help="count the workers' database statements per rollout, by kind")  # fmt: skip
     parser.add_argument("--json", help="write the figures to this file")
@@ -370,9 +376,13 @@ def main() -> int:
                       + _span_print(run), flush=True)  # fmt: skip
                 _queries_print(run["queries"])
                 out["runs"].append(run)
-            for workers in args.workers if args.worker_cpu else ():
+            # This machine's speed drifts from one minute to the next by up to a quarter: each
+            # round runs every worker count in turn, and a ratio is read within its round.
+            rounds = range(args.capped_rounds if args.worker_cpu else 0)
+            for capped_round, workers in ((r, w) for r in rounds for w in args.workers):
                 run = run_job(workers=workers, task_url=task_url, seeds=args.seeds,
                               max_concurrent=args.max_concurrent, worker_cpu=args.worker_cpu)  # fmt: skip
+                run["round"] = capped_round
                 print(f"{workers} worker(s) at {args.worker_cpu} CPU each: {run['succeeded']}/"
                       f"{args.seeds} succeeded, run {run['run_s']:.2f}s, "
                       f"{run['rollouts_per_s']:.1f} rollouts/s, {run['cpu_ms_per_rollout']:.2f} ms "

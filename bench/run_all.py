@@ -5,8 +5,8 @@
 Runs, one after the other (each in its own process and throw-away data directory):
 bench_interceptor.py (evalhub, the bare proxy on aiohttp and on httpx, and LiteLLM's proxy over the same fake provider,
 at 1, 8 and 32 callers), bench_workers.py (1, 2 and 4 worker processes on a private PostgreSQL
-and Redis, uncapped and each held to a tenth of a CPU by bench/cpucap.py; a job through evalhub
-against the same rollouts posted directly), bench_traces_zip.py,
+and Redis, uncapped and each held to a tenth of a CPU by bench/cpucap.py, that series three
+times over; a job through evalhub against the same rollouts posted directly), bench_traces_zip.py,
 bench_results.py, bench_big_sample.py (the seed page and the streamed trace document of a
 5,000-call sample beside a 50-call one) and bench_otel.py (a job with OpenTelemetry export to a
 closed port beside the same job without export, and the drop counter); then prints a Markdown table with the date and the machine. `--quick`
@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -31,7 +32,9 @@ PY = sys.executable
 
 FULL = {
     "interceptor": ["--calls", "2000", "--rounds", "4", "--modes", "plain"],
-    "workers": "--seeds 4000 --max-concurrent 256 --wall-delay 0.05 --worker-cpu 0.1".split(),
+    "workers": (
+        "--seeds 4000 --max-concurrent 256 --wall-delay 0.05 --worker-cpu 0.1 --capped-rounds 3"
+    ).split(),
     "zip": ["--seeds", "10000"],
     "results": ["--seeds", "100000"],
     "big_sample": ["--calls", "5000", "--small", "50"],
@@ -39,7 +42,9 @@ FULL = {
 }
 QUICK = {
     "interceptor": "--calls 200 --rounds 2 --modes plain --saturation-calls 500".split(),
-    "workers": "--seeds 300 --max-concurrent 32 --wall-delay 0.02 --worker-cpu 0.5".split(),
+    "workers": (
+        "--seeds 300 --max-concurrent 32 --wall-delay 0.02 --worker-cpu 0.5 --capped-rounds 2"
+    ).split(),
     "zip": ["--seeds", "500"],
     "results": ["--seeds", "5000", "--page", "500"],
     "big_sample": ["--calls", "1000", "--small", "50"],
@@ -129,9 +134,11 @@ def workers_rows(data: dict) -> list[tuple[str, str, str, str]]:
     rows = _series_rows(data["runs"], f"worker process(es), {data['backend']}", target="")
     if data.get("capped"):  # each worker a slice of a CPU of its own (bench/cpucap.py)
         cpu = data["capped"][0]["worker_cpu"]
-        rows += _series_rows(
-            data["capped"], f"worker(s) held to {cpu} CPU each", target=">= 3.5x at 4"
-        )
+        what, target = f"worker(s) held to {cpu} CPU each", ">= 3.5x at 4 in every round"
+        if len({r.get("round", 0) for r in data["capped"]}) > 1:
+            rows += _rounds_rows(data["capped"], what, target=target)
+        else:
+            rows += _series_rows(data["capped"], what, target=target)
     one = next((r for r in data["runs"] if r["workers"] == 1), None)
     if one and "cpu_ms_per_rollout" in one:
         rows.append(("worker CPU per rollout, 1 worker process", ms(one["cpu_ms_per_rollout"]),
@@ -158,6 +165,40 @@ def _series_rows(runs: list[dict], what: str, *, target: str) -> list[tuple[str,
                      f"1 worker {one['rollouts_per_s']:.0f}" if one else "-",
                      target if r["workers"] == 4 else ""))  # fmt: skip
     return rows
+
+
+def _rounds_rows(runs: list[dict], what: str, *, target: str) -> list[tuple[str, str, str, str]]:
+    """A series run in rounds (`bench_workers.py --capped-rounds`): per worker count, the
+    median over the rounds, and each round's ratio to the one worker of the same round."""
+    ones = {r.get("round", 0): r for r in runs if r["workers"] == 1}
+    rows = []
+    for workers in dict.fromkeys(r["workers"] for r in runs):
+        mine = [r for r in runs if r["workers"] == workers and r.get("round", 0) in ones]
+        if not mine:
+            continue
+
+        def ratios(key: str, mine=mine) -> list[float]:
+            return [r[key] / ones[r.get("round", 0)][key] for r in mine]
+
+        run, alone = ratios("rollouts_per_s"), ratios("rollouts_alone_per_s")
+        median = statistics.median
+        if workers == 1:
+            each = ", ".join(f"{r['rollouts_per_s']:.0f}" for r in mine)
+            rows.append((f"rollouts/s, 1 {what}", f"{median(r['rollouts_per_s'] for r in mine):.0f}"
+                         f" (the median of {len(mine)} rounds: {each})", "", ""))  # fmt: skip
+            continue
+        cell = (f"{median(r['rollouts_per_s'] for r in mine):.0f} ({median(run):.2f}x of 1, the "
+                f"median of {len(mine)} rounds; each round {_xs(run)}); its rollouts alone "
+                f"{median(alone):.2f}x (each round {_xs(alone)}; the end "
+                f"{median(r['end_s'] for r in mine):.2f} s after the last)")  # fmt: skip
+        ones_cell = ", ".join(f"{ones[r.get('round', 0)]['rollouts_per_s']:.0f}" for r in mine)
+        rows.append((f"rollouts/s, {workers} {what}", cell, f"1 worker, each round {ones_cell}",
+                     target if workers == 4 else ""))  # fmt: skip
+    return rows
+
+
+def _xs(ratios: list[float]) -> str:
+    return ", ".join(f"{x:.2f}x" for x in ratios)
 
 
 def _wall_rows(data: dict) -> list[tuple[str, str, str, str]]:
