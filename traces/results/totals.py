@@ -21,8 +21,8 @@ from functools import cache
 from typing import Any
 
 from django.db import connection, models
-from django.db.models import Count, FloatField, Q, QuerySet, Sum, Value
-from django.db.models.functions import Coalesce, NullIf
+from django.db.models import BigIntegerField, Count, FloatField, Q, QuerySet, Sum, Value
+from django.db.models.functions import Cast, Coalesce, NullIf
 
 from jobs.among import Among
 from jobs.models import EvalJob, SeedRun
@@ -90,9 +90,11 @@ NO_USAGE = Usage()
 
 _TOKEN_FIELDS = ("prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens",
                  "total_tokens")  # fmt: skip
-# Summed by the database, per group of calls.
+# Summed by the database, per group of calls. A token sum comes as an int, 0 over no value: on
+# PostgreSQL the SUM of a bigint column is a numeric, which psycopg reads as a Decimal, and
+# turning five of them into ints was a tenth of a job's summary (`_usage_of` runs per sample).
 _AGGREGATES = {
-    **{name: Sum(name) for name in _TOKEN_FIELDS},
+    **{name: Cast(Sum(name, default=0), BigIntegerField()) for name in _TOKEN_FIELDS},
     "cost": Sum("cost_usd"),
     "unknown": Count("id", filter=Q(cost_unknown=True)),
     "calls": Count("id"),
@@ -128,10 +130,10 @@ def _usage(**sums: Any) -> Usage:
 
 def _usage_of(sums: tuple) -> Usage:
     """A Usage from a row of `_AGGREGATES`' sums in their order, as the database gives them
-    (a token sum of PostgreSQL's bigints is a Decimal, a sum of no value NULL). Taken by
-    position, with no dict of names on the way: the result rows make one per sample and
-    kind, for every summary, results read and export."""
-    prompt, completion, cached, reasoning, total = (int(v or 0) for v in sums[:_TOKENS_END])
+    (the token sums ints; the cost a float, NULL over no value). Taken by position, with no
+    dict of names on the way: the result rows make one per sample and kind, for every
+    summary, results read and export."""
+    prompt, completion, cached, reasoning, total = sums[:_TOKENS_END]
     limit = next((name for name, at in _LIMITS_AT if sums[at]), None)
     replayed_cost = None if sums[_REPLAYED_UNKNOWN] else sums[_REPLAYED_COST] or 0.0
     return Usage(
