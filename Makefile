@@ -98,8 +98,11 @@ demo: $(VENV)/.installed-demo
 # The test virtualenvs are independent of each other: built side by side.
 test-venvs: $(VENV)/.installed-dev $(SYNTH_VENVS) $(ENV_VENVS) .venv-client/.installed
 
+# The suite starts hundreds of Python processes (workers, web servers, peers) on this tree:
+# compiled once here, none compiles it again, even where PYTHONDONTWRITEBYTECODE is set.
 test:
 	$(MAKE) --no-print-directory -j4 test-venvs
+	$(PY) -m compileall -q -j0 evalhub jobs traces frontend client bench manage.py >/dev/null
 	$(PY) manage.py makemigrations --check --dry-run
 	$(PY) -m pytest $(PYTEST_ARGS)
 

@@ -40,9 +40,8 @@ LATE_IMPORTS_ALLOWED = {
     ("evalhub.runall", "django"),
     # prometheus_client reads PROMETHEUS_MULTIPROC_DIR as it is imported: after the settings.
     ("evalhub.runall", "evalhub.metrics"),
-    # Django's idiom for registering things once every app is loaded (drf-spectacular's
-    # extensions for our fields).
-    ("jobs.apps", "jobs.api.schema"),
+    # The MCP SDK takes most of a second to import: a worker pays it with its first MCP-Gym job.
+    ("jobs.worker.environments.run", "jobs.worker.environments.mcp_gym"),
 }
 
 

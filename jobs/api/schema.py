@@ -1,6 +1,7 @@
 """What the OpenAPI schema says of the API's own input fields: their bounds, read from the
 field (and so from settings), so a client generated from the schema sends what is accepted.
-Registered with drf-spectacular when the app is ready (jobs.apps)."""
+Registered with drf-spectacular as it loads this module's hooks (SPECTACULAR_SETTINGS), before
+it maps a field: only a process that builds the schema imports drf-spectacular, not a worker."""
 
 from __future__ import annotations
 

@@ -300,11 +300,17 @@ def test_traces_is_a_zip(client_alice):
     assert "manifest.json" in names
 
 
-def test_openapi_schema_and_docs_are_served(client_alice):
+def test_openapi_schema_and_docs_are_served(client_alice, settings):
     schema = client_alice.get("/api/schema")
     assert schema.status_code == 200
     assert b"/api/eval/jobs" in schema.content
     assert client_alice.get("/api/docs").status_code == 200
+    # Our fields' and keys' schema extensions (jobs.api.schema) applied: bounds, bearer keys.
+    document = client_alice.get("/api/schema?format=json").json()
+    field = document["components"]["schemas"]["JobCreateInput"]["properties"]["max_concurrent"]
+    bounds = ("int64", 1, settings.EVALHUB_MAX_CONCURRENT)
+    assert (field["format"], field["minimum"], field["maximum"]) == bounds
+    assert document["components"]["securitySchemes"]["apiKey"]["scheme"] == "bearer"
 
 
 def test_healthz_reports_database_and_broker(db, client):

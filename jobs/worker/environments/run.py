@@ -14,10 +14,19 @@ import httpx
 from jobs import kinds
 from jobs.worker import taskapp
 from jobs.worker.answer_budget import AnswerHold
-from jobs.worker.environments import mcp_gym, openenv
+from jobs.worker.environments import openenv
 from jobs.worker.episode import RolloutOutcome
 
-ADAPTERS = {kinds.MCP_GYM: mcp_gym, kinds.OPENENV: openenv}
+
+def _adapter(kind: str):
+    """The module that speaks `kind`'s protocol. MCP-Gym's is imported the first time a job of
+    its kind runs: the MCP SDK takes most of a second to import, and a worker that never runs
+    such a job need not pay it as it starts."""
+    if kind == kinds.MCP_GYM:
+        import jobs.worker.environments.mcp_gym as mcp_gym
+
+        return mcp_gym
+    return {kinds.OPENENV: openenv}[kind]
 
 
 async def probe(
@@ -26,7 +35,7 @@ async def probe(
     """None when a server of `kind` answers at `base_url`; else why the job cannot run."""
     if kind == kinds.SYNTH:
         return await taskapp.task_app_probe(client, base_url=base_url, api_key=api_key)
-    return await ADAPTERS[kind].probe(client, base_url=base_url)
+    return await _adapter(kind).probe(client, base_url=base_url)
 
 
 async def rollout(
@@ -51,7 +60,7 @@ async def rollout(
             session, base_url=base_url, api_key=api_key, body=body, hold=hold,
             traceparent=traceparent,
         )  # fmt: skip
-    outcome = await ADAPTERS[kind].rollout(
+    outcome = await _adapter(kind).rollout(
         client, base_url=base_url, body=body, traceparent=traceparent
     )
     return taskapp.kept_as_text(outcome, hold)
