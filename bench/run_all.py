@@ -177,10 +177,9 @@ def _rounds_rows(runs: list[dict], what: str, *, target: str) -> list[tuple[str,
         if not mine:
             continue
 
-        def ratios(key: str, mine=mine) -> list[float]:
-            return [r[key] / ones[r.get("round", 0)][key] for r in mine]
-
-        run, alone = ratios("rollouts_per_s"), ratios("rollouts_alone_per_s")
+        run, alone = (
+            _ratios(mine, ones, key) for key in ("rollouts_per_s", "rollouts_alone_per_s")
+        )
         median = statistics.median
         if workers == 1:
             each = ", ".join(f"{r['rollouts_per_s']:.0f}" for r in mine)
@@ -195,6 +194,11 @@ def _rounds_rows(runs: list[dict], what: str, *, target: str) -> list[tuple[str,
         rows.append((f"rollouts/s, {workers} {what}", cell, f"1 worker, each round {ones_cell}",
                      target if workers == 4 else ""))  # fmt: skip
     return rows
+
+
+def _ratios(runs: list[dict], ones: dict[int, dict], key: str) -> list[float]:
+    """Each run's `key` over the one worker's of its round."""
+    return [r[key] / ones[r.get("round", 0)][key] for r in runs]
 
 
 def _xs(ratios: list[float]) -> str:

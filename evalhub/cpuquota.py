@@ -62,7 +62,8 @@ def cpu_stat(path: Path) -> dict[str, int] | None:
 
 
 def _throttled(path: Path) -> int | None:
-    """The periods the group was throttled in so far, or None when unreadable."""
+    """The periods the group was throttled in so far, or None when its cpu.stat cannot be read
+    or has no `nr_throttled` line."""
     return (cpu_stat(path) or {}).get("nr_throttled")
 
 
