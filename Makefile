@@ -14,12 +14,22 @@ $(VENV)/.installed-run: pyproject.toml client/pyproject.toml | $(VENV)/bin/pytho
 	$(PY) -m pip install -q -e . -e ./client
 	touch $@
 
-$(VENV)/.installed-dev: pyproject.toml client/pyproject.toml | $(VENV)/bin/python
-	$(PY) -m pip install -q -e '.[dev]' -e ./client
+# The test and bench virtualenvs (eight of them, 4 GB) are installed with uv, from PyPI into
+# .venv: it resolves the same versions pip would and links them from its cache. Not compiled
+# as installed (pip's compiling of every file was most of its seven minutes here): the suite
+# writes each module's bytecode the first time one of its processes imports it (`test`).
+UV := $(VENV)/bin/uv
+UV_INSTALL = $(UV) pip install -q --python
+
+$(UV): | $(VENV)/bin/python
+	$(PY) -m pip install -q 'uv>=0.9'
+
+$(VENV)/.installed-dev: pyproject.toml client/pyproject.toml | $(UV)
+	$(UV_INSTALL) $(PY) -e '.[dev]' -e ./client
 	# synth-ai's clients are tested against evalhub. Its declared dependencies (dspy, datasets,
 	# torch-sized extras) are far more than its eval clients import: install it alone; the dev
 	# extra lists what those imports need.
-	$(PY) -m pip install -q --no-deps synth-ai==0.4.4
+	$(UV_INSTALL) $(PY) --no-deps synth-ai==0.4.4
 	touch $@ $(VENV)/.installed-run
 
 # Newer synth-ai releases, each in a virtualenv of its own with only what its task-app framework
@@ -27,11 +37,11 @@ $(VENV)/.installed-dev: pyproject.toml client/pyproject.toml | $(VENV)/bin/pytho
 SYNTH_VERSIONS := 0.5.0 0.7.3
 SYNTH_VENVS := $(foreach v,$(SYNTH_VERSIONS),.venv-synth/$(v)/.installed)
 
-.venv-synth/%/.installed: tests/support/synth_venvs/%.txt
+.venv-synth/%/.installed: tests/support/synth_venvs/%.txt | $(UV)
 	rm -rf .venv-synth/$*
-	$(PYTHON) -m venv .venv-synth/$*
-	.venv-synth/$*/bin/python -m pip install -q --disable-pip-version-check -r $<
-	.venv-synth/$*/bin/python -m pip install -q --disable-pip-version-check --no-deps synth-ai==$*
+	$(PYTHON) -m venv --without-pip .venv-synth/$*
+	$(UV_INSTALL) .venv-synth/$*/bin/python -r $<
+	$(UV_INSTALL) .venv-synth/$*/bin/python --no-deps synth-ai==$*
 	touch $@
 
 synth-venvs: $(SYNTH_VENVS)
@@ -48,10 +58,10 @@ ENV_VENVS := $(foreach n,$(ENV_NAMES),.venv-env/$(n)/.evalhub)
 PEER_NAMES := phoenix inspect
 ENV_VENVS += $(foreach n,$(PEER_NAMES),.venv-env/$(n)/.installed)
 
-.venv-env/%/.installed: tests/support/env_venvs/%.txt
+.venv-env/%/.installed: tests/support/env_venvs/%.txt | $(UV)
 	rm -rf .venv-env/$*
-	$(PYTHON) -m venv .venv-env/$*
-	.venv-env/$*/bin/python -m pip install -q --disable-pip-version-check -r $<
+	$(PYTHON) -m venv --without-pip .venv-env/$*
+	$(UV_INSTALL) .venv-env/$*/bin/python -r $<
 	touch $@
 
 # Kept: a stamp made on the way to another is otherwise removed by make, and the venv rebuilt.
@@ -59,7 +69,7 @@ ENV_VENVS += $(foreach n,$(PEER_NAMES),.venv-env/$(n)/.installed)
 
 # evalhub itself again whenever pyproject.toml changes (its console scripts' entry points).
 .venv-env/%/.evalhub: .venv-env/%/.installed pyproject.toml
-	.venv-env/$*/bin/python -m pip install -q --disable-pip-version-check --no-deps -e .
+	$(UV_INSTALL) .venv-env/$*/bin/python --no-deps -e .
 	touch $@
 
 env-venvs: $(ENV_VENVS)
@@ -68,10 +78,10 @@ env-venvs: $(ENV_VENVS)
 # only client/ and its dependencies (tests/client runs its executable); rebuilt when it changes.
 CLIENT_SOURCES := client/pyproject.toml $(wildcard client/evalhub_client/*.py)
 
-.venv-client/.installed: $(CLIENT_SOURCES)
+.venv-client/.installed: $(CLIENT_SOURCES) | $(UV)
 	rm -rf .venv-client
-	$(PYTHON) -m venv .venv-client
-	.venv-client/bin/python -m pip install -q --disable-pip-version-check ./client
+	$(PYTHON) -m venv --without-pip .venv-client
+	$(UV_INSTALL) .venv-client/bin/python ./client
 	touch $@
 
 client-venv: .venv-client/.installed
@@ -98,20 +108,20 @@ demo: $(VENV)/.installed-demo
 # The test virtualenvs are independent of each other: built side by side.
 test-venvs: $(VENV)/.installed-dev $(SYNTH_VENVS) $(ENV_VENVS) .venv-client/.installed
 
-# The suite starts hundreds of Python processes (workers, web servers, peers) on this tree:
-# compiled once here, none compiles it again, even where PYTHONDONTWRITEBYTECODE is set.
+# The suite starts hundreds of Python processes (workers, web servers, peers): the first to
+# import a module writes its bytecode for the others, even where the environment sets
+# PYTHONDONTWRITEBYTECODE (else each would compile all it imports again).
 test:
 	$(MAKE) --no-print-directory -j4 test-venvs
-	$(PY) -m compileall -q -j0 evalhub jobs traces frontend client bench manage.py >/dev/null
 	$(PY) manage.py makemigrations --check --dry-run
-	$(PY) -m pytest $(PYTEST_ARGS)
+	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest $(PYTEST_ARGS)
 
 # The peers the benchmark compares evalhub with (LiteLLM's proxy, pinned) and py-spy, in a
 # virtualenv of their own so the runtime install stays lean; rebuilt when the list changes.
-.venv-bench/.installed: bench/requirements-peers.txt
+.venv-bench/.installed: bench/requirements-peers.txt | $(UV)
 	rm -rf .venv-bench
-	$(PYTHON) -m venv .venv-bench
-	.venv-bench/bin/python -m pip install -q --disable-pip-version-check -r $<
+	$(PYTHON) -m venv --without-pip .venv-bench
+	$(UV_INSTALL) .venv-bench/bin/python -r $<
 	touch $@
 
 # One table, every figure beside its baseline measured in the same run (bench/run_all.py).
