@@ -22,11 +22,13 @@ def _adapter(kind: str):
     """The module that speaks `kind`'s protocol. MCP-Gym's is imported the first time a job of
     its kind runs: the MCP SDK takes most of a second to import, and a worker that never runs
     such a job need not pay it as it starts."""
+    if kind == kinds.OPENENV:
+        return openenv
     if kind == kinds.MCP_GYM:
         import jobs.worker.environments.mcp_gym as mcp_gym
 
         return mcp_gym
-    return {kinds.OPENENV: openenv}[kind]
+    raise ValueError(f"no environment adapter for task_app_kind {kind!r}")
 
 
 async def probe(
