@@ -23,9 +23,9 @@ RESTART_GRACE_S = 1.0
 
 
 @functools.cache
-def _ssl_context() -> ssl.SSLContext:
-    """One TLS context for every client of the process: each client making its own loads the
-    CA bundle again, 20 ms of CPU, which made starting a runner of 256 rollouts cost a second."""
+def ssl_context() -> ssl.SSLContext:
+    """The process's one TLS context, for every client it makes: each client making its own loads
+    the CA bundle again, 20 ms of CPU, which made starting a runner of 256 rollouts cost a second."""
     return httpx.create_ssl_context()
 
 
@@ -34,7 +34,7 @@ def warm() -> None:
     transport (httpcore, h11, h2), 80-90 ms of CPU. Each worker lending a hand to a job paid
     it as its runner started, a second late at a tenth of a CPU; a worker builds it as it
     starts (`jobs.tasks`), before its heap is frozen (`evalhub.heap`)."""
-    httpx.AsyncHTTPTransport(verify=_ssl_context())
+    httpx.AsyncHTTPTransport(verify=ssl_context())
 
 
 class ClientPool:
@@ -51,7 +51,7 @@ class ClientPool:
         limits = httpx.Limits(max_connections=per_client, max_keepalive_connections=per_client)
         count = max(1, -(-size // per_client))
         self.clients = [
-            httpx.AsyncClient(timeout=timeout, limits=limits, verify=_ssl_context())
+            httpx.AsyncClient(timeout=timeout, limits=limits, verify=ssl_context())
             for _ in range(count)
         ]
         self.busy = [0] * count

@@ -3,18 +3,45 @@ run on Celery's `worker_init`, before the worker's heap is frozen)."""
 
 from __future__ import annotations
 
-import httpx
+import asyncio
+import ssl
+
+import pytest
 from celery.signals import worker_init
 
 from jobs import tasks
 from jobs.worker import clients
 
 
-def test_a_worker_builds_its_runners_tls_context_as_it_starts():
-    assert tasks.worker_warm in worker_init._live_receivers(None)
-    clients._ssl_context.cache_clear()
+@pytest.fixture
+def contexts_built(monkeypatch):
+    """How many TLS contexts the process builds from here on (each loads the CA bundle)."""
+    built = []
+    real = ssl.create_default_context
+
+    def counted(*args, **kwargs):
+        built.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ssl, "create_default_context", counted)
+    clients.ssl_context.cache_clear()
+    yield built
+    clients.ssl_context.cache_clear()
+
+
+def test_worker_start_is_hooked_to_celerys_worker_init():
+    # Disconnecting tells whether it was connected; it is connected again at once.
+    assert worker_init.disconnect(tasks.worker_warm)
+    worker_init.connect(tasks.worker_warm)
+
+
+def test_a_worker_builds_the_tls_context_as_it_starts_and_its_runners_build_none(contexts_built):
     tasks.worker_warm()
-    assert clients._ssl_context.cache_info().currsize == 1
-    # A runner's clients then take the context built, not one of their own.
-    client = httpx.AsyncClient(verify=clients._ssl_context())
-    assert client._transport._pool._ssl_context is clients._ssl_context()
+    assert len(contexts_built) == 1
+
+    async def runner_clients() -> None:
+        async with clients.ClientPool(size=256) as pool:  # 32 httpx clients and a session
+            assert len(pool.clients) == 32
+
+    asyncio.run(runner_clients())
+    assert len(contexts_built) == 1
