@@ -149,7 +149,7 @@ class JsonObjectField(serializers.Field):
 
 class TaskAppUrlField(serializers.CharField):
     """An http:// or https:// URL with a host and, if any, a port from 1 to 65535, as Python's
-    HTTP clients read it; kept without its trailing slash. Credentials in it (`user:pass@`)
+    HTTP clients read it, and neither a query nor a fragment; kept without its trailing slash. Credentials in it (`user:pass@`)
     are kept for the requests and never shown (`url_shown`)."""
 
     def to_internal_value(self, data: Any) -> str:
@@ -162,6 +162,13 @@ class TaskAppUrlField(serializers.CharField):
             raise serializers.ValidationError(rule) from None
         if parsed.scheme not in ("http", "https") or not parsed.hostname or port == 0:
             raise serializers.ValidationError(rule)
+        if "?" in value or "#" in value:
+            # The environment's routes (/rollout, /health, /mcp...) are added to the URL's end:
+            # after a query they would be part of it, and shown with whatever key it held.
+            raise serializers.ValidationError(
+                "must not have a query (?...) or a fragment (#...): the environment's routes are "
+                "added to its path; a key goes in task_app_api_key"
+            )
         return value.rstrip("/")
 
 

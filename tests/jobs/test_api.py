@@ -146,6 +146,8 @@ def test_key_records_last_use_and_is_stored_hashed(client_alice):
         ("task_app_url", "ftp://example.com"),
         ("task_app_url", "not a url"),
         ("task_app_url", "http://"),
+        ("task_app_url", "http://example.com/app?token=s3cret"),
+        ("task_app_url", "http://example.com/app#rollout"),
         ("seeds", []),
         ("seeds", "0,1,2"),
         ("seeds", [1, 2, "3"]),
@@ -176,6 +178,15 @@ def test_bad_field_is_400_naming_the_field(client_alice, field, value):
     assert field in payload["fields"]
     assert field in payload["detail"]
     assert EvalJob.objects.count() == 0
+
+
+def test_a_task_app_url_with_a_query_is_refused_without_echoing_it(client_alice):
+    # Routes are added to the URL's end (/rollout): after a query they would be lost in it.
+    body = job_body(task_app_url="https://example.com/app?api_key=sk-query-secret-123")
+    response = client_alice.post(JOBS, body, format="json")
+    assert response.status_code == 400, response.content
+    assert "query" in response.json()["fields"]["task_app_url"][0]
+    assert "sk-query-secret-123" not in response.content.decode()
 
 
 def test_missing_seeds_is_400(client_alice):
