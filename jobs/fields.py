@@ -17,6 +17,8 @@ from rest_framework import serializers
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
+from evalhub.secretkeys import REDACTED
+
 # Deepest nesting accepted in a JSON value that is stored (policy, env_config, ...).
 MAX_JSON_DEPTH = 64
 INT64_MAX = 2**63 - 1
@@ -170,10 +172,6 @@ class TaskAppUrlField(serializers.CharField):
                 "added to its path; a key goes in task_app_api_key"
             )
         return value.rstrip("/")
-
-
-# How a redacted part is shown, as traces.redaction writes it.
-REDACTED = "<redacted>"
 
 
 def url_shown(url: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from evalhub.secretkeys import secret_keys_masked
 from jobs import selectors
 from jobs.events import EventType
 from jobs.fields import url_shown
@@ -15,8 +16,9 @@ LIST_DEFERRED = ("metadata",)
 
 
 def job_config(job: EvalJob) -> dict[str, Any]:
-    """The job's configuration as shown to people: secrets appear as set/unset only, and
-    credentials in the task app's URL as `<redacted>`."""
+    """The job's configuration as shown to people: its task app key as set/unset only, the
+    credentials in its task app's URL and what is under a secret-named key of its settings
+    (a policy's `api_key`, an environment's `password`) as `<redacted>`."""
     return {
         "task_app_url": url_shown(job.task_app_url),
         "task_app_kind": job.task_app_kind,
@@ -25,7 +27,7 @@ def job_config(job: EvalJob) -> dict[str, Any]:
         "app_id": job.app_id,
         "env_name": job.env_name,
         "seeds_count": job.num_seeds,
-        **job_settings(job),
+        **secret_keys_masked(job_settings(job)),
         "judged_from": job.judged_from_id,  # a re-judgement of that job (jobs/verifier/)
         # A replay of that job's recorded LLM answers, and what a miss gets (docs/replay.md).
         "replay_of": job.replay_of_id,
@@ -55,7 +57,7 @@ def job_settings(job: EvalJob) -> dict[str, Any]:
 
 def job_status_body(job: EvalJob, progress: dict[str, int] | None = None) -> dict[str, Any]:
     """GET /api/eval/jobs/{id}: status, timestamps, configuration and progress."""
-    return {**job_list_body(job, progress), "metadata": job.metadata}
+    return {**job_list_body(job, progress), "metadata": secret_keys_masked(job.metadata)}
 
 
 def job_list_body(job: EvalJob, progress: dict[str, int] | None = None) -> dict[str, Any]:

@@ -1,5 +1,6 @@
 """Scrubbing secrets out of everything that leaves the server: API answers, trace documents,
-the zip, dashboard pages and log lines. This is the only place that decides what a secret is.
+the zip, dashboard pages and log lines: what a secret is, by its key (`evalhub.secretkeys`, the
+rule every layer reads) and by its value.
 
 Requests and responses are stored as the interceptor recorded them, and task apps are user code
 that may echo whatever they were given (headers, the inference URL with its token). So every
@@ -19,7 +20,7 @@ import json
 import logging
 import re
 from collections.abc import Iterable
-from functools import cache, lru_cache
+from functools import cache
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
@@ -27,18 +28,12 @@ import orjson
 from django.conf import settings
 
 from evalhub import crypto
+from evalhub.secretkeys import REDACTED, SECRET_KEY_HINTS, is_secret_key, value_is_set
 from traces.tokens import INTERCEPTOR_PATH, TOKEN_PREFIX, TOKEN_RE
 
 if TYPE_CHECKING:  # no model import at run time: logging loads this before the apps
     from jobs.models import EvalJob
 
-REDACTED = "<redacted>"
-
-_SECRET_KEY_RE = re.compile(
-    r"^(x_)?(authorization|proxy_authorization|api_?keys?|.*_api_?keys?|cookie|set_cookie"
-    r"|password|passwd|access_token|refresh_token|client_secret|secret_key|secret_access_key"
-    r"|aws_secret_access_key|session_token)$"
-)
 # A token is one path segment after /interceptor/v1/; keep the rest of the URL readable.
 _INTERCEPTOR_SEGMENT_RE = re.compile(r"(" + re.escape(INTERCEPTOR_PATH) + r")[^/\s\"'?#&<>]+")
 _BEARER_RE = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=\-]{6,}")
@@ -46,11 +41,6 @@ _BEARER_RE = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=\-]{6,}")
 _MIN_SECRET_LEN = 8
 # Strings up to this length are remembered scrubbed, up to this many per redactor.
 _SHORT_TEXT, _SHORT_TEXTS = 64, 4096
-
-
-@lru_cache(maxsize=4096)  # the same few keys come back in every message of every call
-def is_secret_key(key: str) -> bool:
-    return bool(_SECRET_KEY_RE.match(key.strip().lower().replace("-", "_")))
 
 
 def server_secrets() -> list[str]:
@@ -132,9 +122,6 @@ class Redactor:
         return root[0]
 
 
-# Lower-cased with "-" read as "_", every key `is_secret_key` calls secret contains one of these.
-_SECRET_KEY_HINTS = ("authorization", "api_key", "apikey", "cookie", "passw", "access_token",
-                     "refresh_token", "session_token", "secret")  # fmt: skip
 # Lower-cased, every string `Redactor.text` changes contains one of these or a known secret.
 _TEXT_HINTS = (INTERCEPTOR_PATH, TOKEN_PREFIX, "earer")
 # Values `Redactor.value` keeps as they are, or scrubs as text.
@@ -158,7 +145,7 @@ class JsonScrubber:
             form for s in redactor.secrets for form in (s, json.dumps(s)[1:-1], _orjson_str(s))
         }
         secrets = sorted({_lowered(form) for form in forms})
-        self._hints = (*_TEXT_HINTS, *_SECRET_KEY_HINTS, *secrets)
+        self._hints = (*_TEXT_HINTS, *SECRET_KEY_HINTS, *secrets)
 
     def may_change(self, text: str) -> bool:
         """Could `redactor.value` change the value this JSON text encodes (as json, orjson or
@@ -214,11 +201,6 @@ def _lowered(text: str) -> str:
 
 def _orjson_str(text: str) -> str:
     return orjson.dumps(text).decode()[1:-1]
-
-
-def value_is_set(value: Any) -> bool:
-    """A secret-named key whose value is empty or a flag (`"api_key": null`) shows as it is."""
-    return value not in (None, "", False, True) and not isinstance(value, int | float)
 
 
 @cache

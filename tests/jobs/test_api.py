@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.test import Client
 
 from jobs.apikeys import api_key_revoke
 from jobs.models import ApiKey, EvalJob, SeedRun
@@ -85,6 +86,35 @@ def test_the_task_app_key_appears_in_no_response(client_alice, caplog):
         body = b"".join(response.streaming_content) if response.streaming else response.content
         assert SECRET.encode() not in body
     assert SECRET not in caplog.text
+
+
+def test_secrets_under_secret_named_keys_of_the_settings_are_shown_redacted(client_alice):
+    # A policy's, an environment's or the metadata's credentials reach the task app as given,
+    # and every answer, list and page shows them as <redacted>.
+    secrets = ["sk-policy-key-1234567", "env-password-7654321", "meta-token-abcdefg"]
+    created = create(
+        client_alice,
+        policy={"model": "gpt-4o-mini", "api_key": secrets[0],
+                "extra_headers": {"Authorization": f"Bearer {secrets[0]}"}},
+        env_config={"difficulty": 2, "nested": [{"password": secrets[1]}], "api_key": None},
+        metadata={"access_token": secrets[2], "team": "rl"},
+    )  # fmt: skip
+    job_id = created.json()["job_id"]
+    shown = client_alice.get(f"{JOBS}/{job_id}").json()
+    assert shown["config"]["policy"] == {"model": "gpt-4o-mini", "api_key": "<redacted>",
+                                         "extra_headers": {"Authorization": "<redacted>"}}  # fmt: skip
+    assert shown["config"]["env_config"] == {"difficulty": 2, "nested": [{"password": "<redacted>"}],
+                                             "api_key": None}  # fmt: skip
+    assert shown["metadata"] == {"access_token": "<redacted>", "team": "rl"}
+    page = Client()
+    page.force_login(EvalJob.objects.get(pk=job_id).owner)
+    responses = (created, client_alice.get(JOBS), page.get(f"/jobs/{job_id}/"))
+    assert [r.status_code for r in responses] == [201, 200, 200]
+    for response in responses:
+        assert not [s for s in secrets if s in response.content.decode()], response.content[:300]
+    job = EvalJob.objects.get(pk=job_id)  # kept whole: the task app and a replay get them
+    assert job.policy["api_key"] == secrets[0]
+    assert job.env_config["nested"][0]["password"] == secrets[1]
 
 
 @pytest.mark.parametrize(

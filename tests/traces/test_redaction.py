@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from evalhub.secretkeys import secret_keys_masked
 from traces.redaction import REDACTED, Redactor, server_secrets
 
 
@@ -64,3 +65,22 @@ def test_values_nested_deeper_than_the_recursion_limit_are_scrubbed():
     for _ in range(5000):
         out = out["a"][0]
     assert out == f"Bearer {REDACTED}"
+
+
+def test_the_settings_shown_mask_what_is_set_under_secret_named_keys_at_any_depth():
+    value = {"model": "m", "api_key": "k1", "headers": [{"X-Api-Key": "k2", "accept": "json"}],
+             "password": "", "session_token": None, "max_tokens": 5, "temperature": 0.2}  # fmt: skip
+    assert secret_keys_masked(value) == {
+        "model": "m", "api_key": REDACTED, "headers": [{"X-Api-Key": REDACTED, "accept": "json"}],
+        "password": "", "session_token": None, "max_tokens": 5, "temperature": 0.2,
+    }  # fmt: skip
+    assert value["api_key"] == "k1"  # a copy: the job keeps its own
+    # The same keys as the redactor, whose rule it is.
+    assert secret_keys_masked(value) == {**Redactor().value(value)}
+    deep: object = {"api_key": "k3"}
+    for _ in range(5000):
+        deep = {"a": [deep]}
+    out = secret_keys_masked(deep)
+    for _ in range(5000):
+        out = out["a"][0]
+    assert out == {"api_key": REDACTED}
