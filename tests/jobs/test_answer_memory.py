@@ -133,11 +133,12 @@ def test_thirty_big_answers_at_once_stay_within_the_workers_answer_budget(
         f" after {after_kib / 1024:.0f} MiB (budget {BUDGET / 2**20:.0f} MiB)"
     )
     assert job.status == "completed", job.error
-    for seed in range(SEEDS):
-        run = SeedRun.objects.get(job_id=job_id, seed=seed)
-        assert (run.status, run.score, run.attempts) == ("succeeded", seed / 100, 1), run.error
-        trace = run.task_trace
-        assert trace["seed"] == seed
+    runs = SeedRun.objects.filter(job_id=job_id).order_by("seed")
+    rows = list(runs.values_list("seed", "status", "score", "attempts", "task_trace__seed"))
+    assert rows == [(s, "succeeded", s / 100, 1, s) for s in range(SEEDS)]
+    # Whole, for an answer of each kind (sized, streamed): decoding all 30 took 12 s.
+    for seed in (0, 1, SEEDS - 1):
+        trace = runs.get(seed=seed).task_trace
         assert len(trace["body"]["messages"]) == message_count
-        del trace, run
+        del trace
     assert peak_kib * 1024 <= baseline_kib * 1024 + BUDGET + SLACK, (peak_kib, baseline_kib)
