@@ -6,6 +6,7 @@ knows), `jobs.public` to a job's configuration as people see it."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
@@ -31,26 +32,31 @@ def value_is_set(value: Any) -> bool:
     return value not in (None, "", False, True) and not isinstance(value, int | float)
 
 
-def secret_keys_masked(value: Any) -> Any:
+def secret_keys_masked(value: Any, *, text: Callable[[str], str] | None = None) -> Any:
     """A copy of a JSON value with what is set under every secret-named key, at any depth,
-    shown as REDACTED. Iterative: a value nested deeper than Python's recursion limit is
-    masked like any other."""
+    shown as REDACTED; with `text`, every other string and every key goes through it
+    (`traces.redaction.Redactor.value`: the secret values it knows). Iterative: a value nested
+    deeper than Python's recursion limit is masked like any other."""
     root: list[Any] = [None]
     stack: list[tuple[Any, Any, Any]] = [(value, root, 0)]
     while stack:
         item, parent, slot = stack.pop()
-        if isinstance(item, dict):
+        if isinstance(item, str):
+            parent[slot] = item if text is None else text(item)
+        elif isinstance(item, dict):
             out: dict[Any, Any] = {}
             parent[slot] = out
-            for key, inner in item.items():
-                if is_secret_key(str(key)) and value_is_set(inner):
+            for k, v in item.items():
+                key = k if text is None else text(str(k))
+                if is_secret_key(str(k)) and value_is_set(v):
                     out[key] = REDACTED
                 else:
-                    stack.append((inner, out, key))
+                    out[key] = None  # its place, in the order of the keys
+                    stack.append((v, out, key))
         elif isinstance(item, list | tuple):
             items: list[Any] = [None] * len(item)
             parent[slot] = items
-            stack.extend((inner, items, n) for n, inner in enumerate(item))
+            stack.extend((v, items, n) for n, v in enumerate(item))
         else:
             parent[slot] = item
     return root[0]

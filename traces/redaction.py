@@ -28,7 +28,13 @@ import orjson
 from django.conf import settings
 
 from evalhub import crypto
-from evalhub.secretkeys import REDACTED, SECRET_KEY_HINTS, is_secret_key, value_is_set
+from evalhub.secretkeys import (
+    REDACTED,
+    SECRET_KEY_HINTS,
+    is_secret_key,
+    secret_keys_masked,
+    value_is_set,
+)
 from traces.tokens import INTERCEPTOR_PATH, TOKEN_PREFIX, TOKEN_RE
 
 if TYPE_CHECKING:  # no model import at run time: logging loads this before the apps
@@ -95,31 +101,9 @@ class Redactor:
         return value
 
     def value(self, value: Any) -> Any:
-        """A copy of a JSON value with every secret masked. Iterative, so a value nested
-        deeper than Python's recursion limit is scrubbed like any other."""
-        root: list[Any] = [None]
-        stack: list[tuple[Any, Any, Any]] = [(value, root, 0)]
-        while stack:
-            item, parent, slot = stack.pop()
-            if isinstance(item, str):
-                parent[slot] = self.text(item)
-            elif isinstance(item, dict):
-                out: dict[str, Any] = {}
-                parent[slot] = out
-                for k, v in item.items():
-                    key = self.text(str(k))
-                    if is_secret_key(str(k)) and value_is_set(v):
-                        out[key] = REDACTED
-                    else:
-                        out[key] = None
-                        stack.append((v, out, key))
-            elif isinstance(item, list | tuple):
-                items: list[Any] = [None] * len(item)
-                parent[slot] = items
-                stack.extend((v, items, i) for i, v in enumerate(item))
-            else:
-                parent[slot] = item
-        return root[0]
+        """A copy of a JSON value with every secret masked: under a secret-named key, and
+        every known secret, token or bearer in its strings and keys."""
+        return secret_keys_masked(value, text=self.text)
 
 
 # Lower-cased, every string `Redactor.text` changes contains one of these or a known secret.

@@ -75,6 +75,8 @@ def test_the_settings_shown_mask_what_is_set_under_secret_named_keys_at_any_dept
         "password": "", "session_token": None, "max_tokens": 5, "temperature": 0.2,
     }  # fmt: skip
     assert value["api_key"] == "k1"  # a copy: the job keeps its own
+    ordered = secret_keys_masked({"z": 1, "a": {"y": 2, "b": 3}, "m": [1], "api_key": "k"})
+    assert list(ordered) == ["z", "a", "m", "api_key"] and list(ordered["a"]) == ["y", "b"]
     # The same keys as the redactor, whose rule it is.
     assert secret_keys_masked(value) == {**Redactor().value(value)}
     deep: object = {"api_key": "k3"}
