@@ -151,8 +151,8 @@ class JsonObjectField(serializers.Field):
 
 class TaskAppUrlField(serializers.CharField):
     """An http:// or https:// URL with a host and, if any, a port from 1 to 65535, as Python's
-    HTTP clients read it, and neither a query nor a fragment; kept without its trailing slash. Credentials in it (`user:pass@`)
-    are kept for the requests and never shown (`url_shown`)."""
+    HTTP clients read it, with neither a query nor a fragment; kept without its trailing slash.
+    Credentials in it (`user:pass@`) are kept for the requests and never shown (`url_shown`)."""
 
     def to_internal_value(self, data: Any) -> str:
         value = super().to_internal_value(data).strip()
