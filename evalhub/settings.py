@@ -289,6 +289,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["jobs.fields.BoundedJSONParser"],
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "jobs.api.negotiation.FormatNamedNegotiation",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "jobs.api.jobs.exception_handler",
     "UNAUTHENTICATED_USER": None,

@@ -219,6 +219,16 @@ def test_a_task_app_url_with_a_query_is_refused_without_echoing_it(client_alice)
     assert "sk-query-secret-123" not in response.content.decode()
 
 
+def test_an_unknown_format_is_400_naming_it_and_a_known_one_is_served(client_alice):
+    job_id = create(client_alice).json()["job_id"]
+    response = client_alice.get(f"{JOBS}/{job_id}?format=xml")
+    assert response.status_code == 400, response.content
+    assert response.json()["fields"] == {"format": ["must be one of: json"]}
+    assert client_alice.get(f"{JOBS}/{job_id}?format=json").json()["job_id"] == job_id
+    schema = client_alice.get("/api/schema?format=json")  # the schema's own formats still serve
+    assert schema.status_code == 200 and schema.json()["info"]["title"] == "evalhub API"
+
+
 def test_missing_seeds_is_400(client_alice):
     body = job_body()
     del body["seeds"]
