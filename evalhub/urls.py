@@ -25,3 +25,7 @@ urlpatterns = [
     path("", include(unprefixed_urlpatterns)),
     path("", include("frontend.urls")),
 ]
+
+# What matches nothing, or fails: JSON under /api/, the dashboard's page elsewhere.
+handler404 = "evalhub.errors.not_found"
+handler500 = "evalhub.errors.server_error"

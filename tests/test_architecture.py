@@ -31,7 +31,8 @@ LAYERS = [
     # The top: the API, the worker, the dashboard, the entry points; they use everything.
     ["jobs.api", "jobs.worker", "jobs.tasks", "jobs.apps", "jobs.management", "frontend",
      "evalhub.urls", "evalhub.asgi", "evalhub.wsgi", "evalhub.runall", "evalhub.demo",
-     "evalhub.health", "evalhub.metrics_endpoint", "evalhub.middleware", "evalhub.webserver"],
+     "evalhub.health", "evalhub.metrics_endpoint", "evalhub.middleware", "evalhub.webserver",
+     "evalhub.errors"],
 ]  # fmt: skip
 # Function-level imports of project modules, each with its reason. Anything else is a cycle
 # being dodged and fails the test.

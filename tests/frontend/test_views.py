@@ -11,6 +11,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
+from evalhub.errors import server_error
 from jobs.models import ApiKey, EvalJob, JobStatus, SeedRun, SeedStatus
 from tests.frontend import job_rows
 
@@ -325,3 +326,29 @@ def test_a_nul_anywhere_a_page_reads_is_a_400_or_404_never_a_500(web, alice, met
     response = client.post(url, data) if method == "post" else client.get(url)
     assert response.status_code in (200, 302, 400, 404), (url, response.status_code)
     assert ApiKey.objects.count() == keys
+
+
+def test_a_page_that_is_not_there_says_why_in_the_dashboard(web):
+    missing = web.get("/compare/?base=eval-0")  # a view's reason
+    assert missing.status_code == 404
+    html = missing.content.decode()
+    assert "Pick two jobs to compare." in html and 'href="/api/docs"' in html  # the nav
+    nowhere = web.get("/no/such/page/")  # the resolver's: its routes are not listed
+    assert nowhere.status_code == 404
+    assert "There is no page at this address." in nowhere.content.decode()
+    assert "admin/" not in nowhere.content.decode()
+
+
+def test_an_api_route_that_is_not_there_is_json(client, db):
+    for path in ("/api/no-such-route", "/api/eval/jobs/x/no-such-part"):
+        response = client.get(path)
+        assert response.status_code == 404
+        assert response.json() == {"error": "not_found", "detail": "No such route."}
+
+
+def test_a_failed_api_request_is_answered_json_and_a_page_djangos_plain_500(rf):
+    api = server_error(rf.get("/api/eval/jobs"))
+    assert api.status_code == 500 and api["Content-Type"] == "application/json"
+    assert b'"error": "server_error"' in api.content
+    page = server_error(rf.get("/jobs/x/"))
+    assert page.status_code == 500 and b"Server Error" in page.content
