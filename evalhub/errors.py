@@ -9,13 +9,13 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views import defaults
 
-API_PREFIX = "/api/"
+from evalhub.middleware import is_api
 
 
 def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     # A view's reason is a string; the resolver's is a dict of the routes it tried: not shown.
     reason = exception.args[0] if exception.args and isinstance(exception.args[0], str) else ""
-    if request.path.startswith(API_PREFIX):
+    if is_api(request):
         # The path is not echoed: an unknown route may still carry a token in it.
         detail = reason or "No such route."
         return JsonResponse({"error": "not_found", "detail": detail}, status=404)
@@ -24,7 +24,7 @@ def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
-    if request.path.startswith(API_PREFIX):
+    if is_api(request):
         body = {"error": "server_error", "detail": "The server failed to answer; see its log."}
         return JsonResponse(body, status=500)
     return defaults.server_error(request)  # no template of ours: the failure may be in them

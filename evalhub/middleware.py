@@ -23,7 +23,8 @@ log = logging.getLogger(__name__)
 API_PREFIX = "/api/"
 
 
-def _is_api(request: HttpRequest) -> bool:
+def is_api(request: HttpRequest) -> bool:
+    """Is it a call of the API (answered JSON), not a page?"""
     return request.path.startswith(API_PREFIX)
 
 
@@ -75,7 +76,7 @@ class NulRefusalMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
-        api = _is_api(request)
+        api = is_api(request)
         if "\x00" in request.path:
             if api:
                 return JsonResponse({"error": "not_found", "detail": "Not found."}, status=404)
@@ -116,7 +117,7 @@ class DatabaseUnavailableMiddleware:
             return None
         log.warning("database unavailable for %s %s: %s", request.method, request.path, exception)
         detail = "The database cannot be reached; try again shortly."
-        if _is_api(request):
+        if is_api(request):
             response: HttpResponse = JsonResponse(
                 {"error": "service_unavailable", "detail": detail}, status=503
             )
