@@ -175,13 +175,24 @@ class TaskAppUrlField(serializers.CharField):
 
 
 def url_shown(url: str) -> str:
-    """A URL as shown to people and written in messages: its credentials (`user:pass@`), a
-    secret, are replaced."""
+    """A URL as shown to people and written in messages: its credentials (`user:pass@`) and
+    its query and fragment, where keys go (`?token=...`), are replaced. New jobs have neither
+    a query nor a fragment (`TaskAppUrlField`); jobs stored before that rule may."""
     scheme, sep, rest = url.partition("://")
-    netloc = rest.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
-    if not sep or "@" not in netloc:
+    if not sep:
         return url
-    return f"{scheme}://{REDACTED}@{netloc.rpartition('@')[2]}{rest[len(netloc) :]}"
+    netloc = rest.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
+    path, query, fragment = _path_and_after(rest[len(netloc) :])
+    if "@" in netloc:
+        netloc = f"{REDACTED}@{netloc.rpartition('@')[2]}"
+    return f"{scheme}://{netloc}{path}{query and f'?{REDACTED}'}{fragment and f'#{REDACTED}'}"
+
+
+def _path_and_after(rest: str) -> tuple[str, str, str]:
+    """(path, query, fragment) of what follows a URL's host, without their "?" and "#"."""
+    rest, _, fragment = rest.partition("#")
+    path, _, query = rest.partition("?")
+    return path, query, fragment
 
 
 class SeedListField(serializers.JSONField):

@@ -156,3 +156,20 @@ def test_credentials_in_the_task_app_url_are_never_shown(client_alice):
     web = Client()
     web.force_login(job.owner)
     assert b"hunter2" not in web.get(f"/jobs/{job_id}/").content
+
+
+def test_a_query_in_a_stored_task_app_url_is_never_shown(client_alice):
+    # Such URLs are refused now (test_api.py); a job stored before that rule still has one.
+    created = client_alice.post(JOBS, job_body(), format="json")
+    job_id = created.json()["job_id"]
+    EvalJob.objects.filter(pk=job_id).update(
+        task_app_url="http://127.0.0.1:9/app?token=query-secret-9#frag-secret-9"
+    )
+    for response in (client_alice.get(f"{JOBS}/{job_id}"), client_alice.get(JOBS)):
+        assert b"query-secret-9" not in response.content, response.content
+        assert b"frag-secret-9" not in response.content
+    shown = client_alice.get(f"{JOBS}/{job_id}").json()["config"]["task_app_url"]
+    assert shown == "http://127.0.0.1:9/app?<redacted>#<redacted>"
+    web = Client()
+    web.force_login(EvalJob.objects.get(pk=job_id).owner)
+    assert b"query-secret-9" not in web.get(f"/jobs/{job_id}/").content
