@@ -11,8 +11,10 @@ BODY = "x" * 100_000
 
 
 def _connection(folder, transport: str) -> Connection:
+    # control_folder too: kombu's default is "control" in the working directory.
     options = {"data_folder_in": str(folder), "data_folder_out": str(folder),
-               "store_processed": False, "polling_interval": 0}  # fmt: skip
+               "control_folder": str(folder / "control"), "store_processed": False,
+               "polling_interval": 0}  # fmt: skip
     return Connection("filesystem://", transport=transport, transport_options=options)
 
 
