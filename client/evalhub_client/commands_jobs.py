@@ -14,7 +14,16 @@ from evalhub_client.api import Api, RequestRefused
 from evalhub_client.config import Config, config_load, config_save, url_normalize
 from evalhub_client.errors import CliError, Exit
 from evalhub_client.jobfile import JobFile, first_field_error, job_file_read
-from evalhub_client.output import console, emit_json, job_line, json_option, number, state, table
+from evalhub_client.output import (
+    console,
+    emit_json,
+    job_line,
+    json_option,
+    number,
+    state,
+    table,
+    warn,
+)
 from evalhub_client.progress import job_follow
 
 
@@ -67,6 +76,9 @@ def submit(job_file: Path, watch: bool, name: str | None, tags: tuple[str, ...],
         job = api.call("POST", "/eval/jobs", json=body, headers=headers)
     except RequestRefused as exc:
         raise _submit_refused(parsed, exc) from None
+    # Fields the server did not know are not used: a misspelt one loses its setting.
+    for line in parsed.warnings_said(job.get("warnings") or []):
+        warn(line)
     _made(api, job, f"Job {job['job_id']} submitted ({job.get('status')})", watch=watch)
 
 

@@ -40,6 +40,18 @@ class JobFile:
         line = self.line_of(field)
         return f"{self.path}:{line}" if line else str(self.path)
 
+    def warnings_said(self, warnings: list[dict[str, Any]]) -> list[str]:
+        """The server's `warnings` (fields it did not know, so did not use) as lines naming
+        the file and the line each field is on: `job.yaml:4: max_concurent: unknown field,
+        not used; did you mean max_concurrent?`."""
+        said = []
+        for warning in warnings:
+            if not isinstance(warning, dict) or not warning.get("field"):
+                continue
+            field = str(warning["field"])
+            said.append(f"{self.where(field.split('.'))}: {field}: {warning.get('message', '')}")
+        return said
+
 
 def job_file_read(path: Path) -> JobFile:
     try:

@@ -32,6 +32,12 @@ class State:
         return self._api
 
 
+def warn(message: str) -> None:
+    """A warning on stderr, one line, beside the command's output (`--json` too: stdout stays
+    the command's JSON)."""
+    sys.stderr.write(f"evalhub: warning: {' '.join(message.split())}\n")
+
+
 def state() -> State:
     return click.get_current_context().find_object(State)
 

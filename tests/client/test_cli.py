@@ -281,6 +281,28 @@ def test_errors_are_one_line_each_with_an_exit_code_of_their_own(evalhub, tmp_pa
     one_line(evalhub("submit", str(tmp_path / "none.yaml")), 5, "cannot read")
 
 
+def test_a_field_the_server_does_not_know_is_a_warning_naming_its_line(evalhub, tmp_path):
+    path = tmp_path / "typo.yaml"
+    path.write_text("task_app_url: http://127.0.0.1:9\nseeds: [1, 2]\nmax_concurent: 3\n"
+                    "verifier_config:\n  enabled: false\n  backend_modle: m\n")  # fmt: skip
+    done = evalhub("submit", str(path))
+    assert done.returncode == 0, done.stderr  # accepted: clients send fields of their own
+    assert done.stderr.splitlines() == [
+        f"evalhub: warning: {path}:3: max_concurent: unknown field, not used; did you mean "
+        "max_concurrent?",
+        f"evalhub: warning: {path}:6: verifier_config.backend_modle: unknown field, not used; "
+        "did you mean verifier_config.backend_model?",
+    ]
+    as_json = evalhub("submit", str(path), "--json")  # stdout stays the job's JSON
+    assert [w["field"] for w in json.loads(as_json.stdout)["warnings"]] == [
+        "max_concurent", "verifier_config.backend_modle"]  # fmt: skip
+    assert len(as_json.stderr.splitlines()) == 2 and "max_concurent" in as_json.stderr
+    clean = evalhub("submit", str(job_file(tmp_path, "http://127.0.0.1:9", "clean")))
+    assert clean.returncode == 0 and clean.stderr == "", clean.stderr
+    for job_id in (submitted(done), json.loads(as_json.stdout)["job_id"], submitted(clean)):
+        evalhub("cancel", job_id)
+
+
 def test_login_saves_the_server_and_key_for_the_next_commands(evalhub, tmp_path):
     done = evalhub("login", "--api-key", evalhub.key, env={"EVALHUB_API_KEY": ""})
     assert done.returncode == 0, done.stderr
