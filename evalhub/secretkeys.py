@@ -15,11 +15,16 @@ REDACTED = "<redacted>"
 _SECRET_KEY_RE = re.compile(
     r"^(x_)?(authorization|proxy_authorization|api_?keys?|.*_api_?keys?|cookie|set_cookie"
     r"|password|passwd|access_token|refresh_token|client_secret|secret_key|secret_access_key"
-    r"|aws_secret_access_key|session_token)$"
+    r"|aws_secret_access_key|session_token|.*_security_token|private_token"
+    # Headers of a service's own (`X-Custom-Auth`, `X-Auth-Token`) and `auth`, never `author`
+    # nor `oauth`: a plain `token` stays shown (a logprobs item's token is data).
+    r"|(.*_)?auth|(.*_)?auth_token)$"
 )
-# Lower-cased with "-" read as "_", every key `is_secret_key` calls secret contains one of these.
-SECRET_KEY_HINTS = ("authorization", "api_key", "apikey", "cookie", "passw", "access_token",
-                    "refresh_token", "session_token", "secret")  # fmt: skip
+# Lower-cased with "-" read as "_", every key `is_secret_key` calls secret contains one of these
+# (`traces.redaction` looks for them in JSON text before walking it).
+SECRET_KEY_HINTS = ("auth", "api_key", "apikey", "cookie", "passw", "access_token",
+                    "refresh_token", "session_token", "security_token", "private_token",
+                    "secret")  # fmt: skip
 
 
 @lru_cache(maxsize=4096)  # the same few keys come back in every message of every call

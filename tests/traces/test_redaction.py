@@ -18,6 +18,18 @@ def test_secret_named_keys_are_masked_in_any_case_and_spelling():
     }  # fmt: skip
 
 
+def test_a_service_s_own_auth_headers_are_masked_and_look_alike_keys_kept():
+    headers = {"X-Custom-Auth": "c1", "X-Auth-Token": "c2", "auth": "user:pw", "basic_auth": "b",
+               "X-Amz-Security-Token": "s1", "Private-Token": "p1"}  # fmt: skip
+    kept = {"author": "Ann", "oauth": "enabled", "auth_mode": "none", "token": "Hello",
+            "eos_token": "</s>", "max_tokens": 5}  # fmt: skip
+    value = {"policy": {"extra_headers": headers}, "logprobs": [kept]}
+    out = Redactor().value(value)
+    assert out == {"policy": {"extra_headers": dict.fromkeys(headers, REDACTED)},
+                   "logprobs": [kept]}  # fmt: skip
+    assert secret_keys_masked(value) == out  # a job's settings as shown: the same rule
+
+
 def test_ordinary_fields_and_empty_secret_fields_are_kept():
     value = {"max_tokens": 5, "tokens": 12, "api_key": None, "has_task_app_api_key": True,
              "content": "use the token budget wisely"}  # fmt: skip
