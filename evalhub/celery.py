@@ -169,7 +169,8 @@ class Watchdog(bootsteps.StartStopStep):
 
     def start(self, worker):
         worker.evalhub_heartbeats.worker = worker_id(worker.hostname)
-        startup_heap_freeze()  # the worker's modules and app, out of the collector's way
+        # The worker's modules and app, out of the collector's way; young collections rarer.
+        startup_heap_freeze(young_threshold=settings.EVALHUB_WORKER_GC_GEN0)
         thread = threading.Thread(
             target=self._watch, args=(worker,), name="evalhub-watchdog", daemon=True
         )

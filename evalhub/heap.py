@@ -15,8 +15,15 @@ from __future__ import annotations
 import gc
 
 
-def startup_heap_freeze() -> int:
-    """Collect once, then freeze what is left; how many objects were frozen."""
+def startup_heap_freeze(*, young_threshold: int | None = None) -> int:
+    """Collect once, then freeze what is left; how many objects were frozen. With
+    `young_threshold`, the allocations between two young-generation collections from now on
+    (a worker's, EVALHUB_WORKER_GC_GEN0: the objects of its rollouts in flight live until their
+    results are written, and each collection walked them all again; the older generations keep
+    their thresholds)."""
     gc.collect()
     gc.freeze()
+    if young_threshold is not None:
+        _, older, oldest = gc.get_threshold()
+        gc.set_threshold(young_threshold, older, oldest)
     return gc.get_freeze_count()
