@@ -247,11 +247,7 @@ EVALHUB_RUNNER_MAX_INFLIGHT = envint("EVALHUB_RUNNER_MAX_INFLIGHT", 64, minimum=
 EVALHUB_WORKER_ANSWER_BUDGET_BYTES = envint(
     "EVALHUB_WORKER_ANSWER_BUDGET_BYTES", 256 * 1024 * 1024, minimum=1024 * 1024
 )
-# Allocations between two young-generation garbage collections in a worker process (CPython's
-# default: 700). A runner's rollouts in flight are thousands of live containers, walked again at
-# every collection: at 700 a worker spent ~230 ms collecting over a 4,000-rollout job, at 50,000
-# ~15 ms (evalhub/heap.py). The web process keeps the default: its pauses are the interceptor's
-# tail.
+# Allocations between two young collections in a worker process (CPython's: 700; evalhub/heap.py).
 EVALHUB_WORKER_GC_GEN0 = envint("EVALHUB_WORKER_GC_GEN0", 50_000, minimum=1)
 # How long a runner claims work for a job before, if other messages wait, it hands the job's
 # message back and drains: jobs on busy workers take turns about this often (docs/workers.md).
