@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -23,9 +24,28 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def free_port() -> int:
-    with socket.socket() as s:
+    """A loopback port nothing listens on, below the range the kernel gives the local ends of
+    outgoing connections: a server stopped and started again on its port mid-test (the fault
+    tests) found it taken by some client's connection when the port came from that range."""
+    low = _ephemeral_ports_low()
+    for _ in range(100):
+        port = random.randint(max(1024, low - 12_000), low - 1)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as s:  # all taken: any port the kernel has
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _ephemeral_ports_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
 
 
 def wait_until(
