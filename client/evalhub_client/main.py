@@ -10,7 +10,7 @@ import click
 
 from evalhub_client import __version__, commands_jobs, commands_numbers, commands_results
 from evalhub_client.errors import CliError, Exit
-from evalhub_client.output import State
+from evalhub_client.output import State, say
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -39,33 +39,29 @@ for command in (
     cli.add_command(command)
 
 
-def _say(message: str) -> None:
-    sys.stderr.write(f"evalhub: {' '.join(message.split())}\n")
-
-
 def main(argv: list[str] | None = None) -> None:
     try:
         code = cli.main(args=argv, prog_name="evalhub", standalone_mode=False)
     except CliError as exc:
-        _say(exc.message)
+        say(exc.message)
         sys.exit(int(exc.code))
     except click.exceptions.Abort:
-        _say("aborted")
+        say("aborted")
         sys.exit(int(Exit.INTERRUPTED))
     except click.UsageError as exc:
         hint = (
             f" (see `evalhub {exc.ctx.command_path.split(' ', 1)[-1]} --help`)" if exc.ctx else ""
         )
-        _say(f"{exc.format_message()}{hint}")
+        say(f"{exc.format_message()}{hint}")
         sys.exit(int(Exit.USAGE))
     except click.ClickException as exc:
-        _say(exc.format_message())
+        say(exc.format_message())
         sys.exit(int(Exit.USAGE))
     except KeyboardInterrupt:
         sys.exit(int(Exit.INTERRUPTED))
     except Exception as exc:  # a bug, or an answer no evalhub gives: still one line
         if os.environ.get("EVALHUB_DEBUG"):
             raise
-        _say(f"unexpected {type(exc).__name__}: {exc} (EVALHUB_DEBUG=1 shows where)")
+        say(f"unexpected {type(exc).__name__}: {exc} (EVALHUB_DEBUG=1 shows where)")
         sys.exit(int(Exit.BUG))
     sys.exit(code if isinstance(code, int) else 0)

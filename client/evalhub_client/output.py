@@ -32,10 +32,14 @@ class State:
         return self._api
 
 
+def say(message: str) -> None:
+    """One line on stderr, beside the command's output (`--json` too: stdout stays the command's
+    JSON): an error as the command ends, or a warning."""
+    sys.stderr.write(f"evalhub: {' '.join(message.split())}\n")
+
+
 def warn(message: str) -> None:
-    """A warning on stderr, one line, beside the command's output (`--json` too: stdout stays
-    the command's JSON)."""
-    sys.stderr.write(f"evalhub: warning: {' '.join(message.split())}\n")
+    say(f"warning: {message}")
 
 
 def state() -> State:
