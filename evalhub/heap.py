@@ -23,10 +23,8 @@ import gc
 
 def startup_heap_freeze(*, young_threshold: int | None = None) -> int:
     """Collect once, then freeze what is left; how many objects were frozen. With
-    `young_threshold`, the allocations between two young-generation collections from now on
-    (a worker's, EVALHUB_WORKER_GC_GEN0: the objects of its rollouts in flight live until their
-    results are written, and each collection walked them all again; the older generations keep
-    their thresholds)."""
+    `young_threshold` (a worker's, above), the allocations between two young collections from
+    now on; the older generations keep their thresholds."""
     gc.collect()
     gc.freeze()
     if young_threshold is not None:
