@@ -6,6 +6,11 @@ waiting for the writer's lock): it reads an empty or partial message, and the wo
 consumer stops on a JSONDecodeError. Here a message is written under a name no consumer
 looks at and renamed into place, which is atomic within one file system.
 
+kombu also keeps each exchange's bindings in a file it rewrites in place, so a process
+publishing while another binds could read it empty: a JSONDecodeError, or no queue at all and the
+message dropped. Here the table is replaced whole under a lock of its own, and a reader also sees
+the bindings its own connection has declared.
+
 An idle worker looks for a message every `polling_interval` seconds (one directory listing):
 kombu's 1 s was a second added to the start of each job and runner slice.
 """
@@ -18,8 +23,9 @@ from time import monotonic
 
 from kombu.exceptions import ChannelError
 from kombu.transport import filesystem
-from kombu.utils.encoding import str_to_bytes
-from kombu.utils.json import dumps
+from kombu.transport.filesystem import LOCK_EX, exchange_queue_t, lock
+from kombu.utils.encoding import bytes_to_str, str_to_bytes
+from kombu.utils.json import dumps, loads
 
 
 class Channel(filesystem.Channel):
@@ -33,6 +39,53 @@ class Channel(filesystem.Channel):
             os.replace(partial, final)
         except OSError as exc:
             raise ChannelError(f"Cannot add file {final!r} to directory") from exc
+
+    def get_table(self, exchange):
+        """The bindings in the exchange's file and those this connection holds, whose file write
+        another thread may still be making."""
+        table = _stored(self._exchange_file(exchange))
+        for meta in self.state.exchanges.get(exchange, {}).get("table", []):
+            entry = exchange_queue_t(*(part or "" for part in meta))
+            held = self.state.has_binding(entry.queue, exchange, entry.routing_key)
+            if held and entry not in table:
+                table.append(entry)
+        return table
+
+    def _queue_bind(self, exchange, routing_key, pattern, queue):
+        entry = exchange_queue_t(routing_key or "", pattern or "", queue or "")
+        self._edit_table(exchange, lambda table: table if entry in table else [entry, *table])
+
+    def _delete(self, queue, *args, **kwargs):
+        # the grandparent's: the parent's also rewrites the table in place
+        super(filesystem.Channel, self)._delete(queue, *args, **kwargs)
+        exchange, routing_key, pattern = args[:3]
+        entry = exchange_queue_t(routing_key or "", pattern or "", queue or "")
+        self._edit_table(exchange, lambda table: [kept for kept in table if kept != entry])
+
+    def _edit_table(self, exchange, edit) -> None:
+        """Rewrite one exchange's table under its lock file, replacing the table whole."""
+        file = self._exchange_file(exchange)
+        try:
+            self.control_folder.mkdir(parents=True, exist_ok=True)
+            with open(f"{file}.lock", "ab") as held:
+                lock(held, LOCK_EX)  # released as the file closes
+                before = _stored(file)
+                after = edit(before)
+                if after != before:
+                    partial = file.with_name(f".{file.name}.{uuid.uuid4()}.partial")
+                    partial.write_bytes(str_to_bytes(dumps(after)))
+                    os.replace(partial, file)
+        except OSError as exc:
+            raise ChannelError(f"Cannot update {file}") from exc
+
+
+def _stored(file) -> list:
+    try:
+        return [exchange_queue_t(*entry) for entry in loads(bytes_to_str(file.read_bytes()))]
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise ChannelError(f"Cannot open {file}") from exc
 
 
 class Transport(filesystem.Transport):

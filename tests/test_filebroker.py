@@ -47,3 +47,38 @@ def test_a_consumer_polling_while_messages_are_written_reads_each_whole(tmp_path
     assert failures == []
     assert sorted(received) == list(range(MESSAGES))
     assert not list(tmp_path.glob("*.partial"))
+
+
+def test_connections_binding_one_queue_at_once_lose_no_message(tmp_path):
+    """kombu rewrites an exchange's table in place: a publisher binding beside a consumer could
+    read it empty (a JSONDecodeError, or no queue and the message dropped without a word)."""
+    transport = "evalhub.filebroker:Transport"
+    for round_ in range(20):
+        folder = tmp_path / f"round{round_}"
+        folder.mkdir()
+        both_bound = threading.Barrier(2)
+        received: list[int] = []
+        failures: list[BaseException] = []
+
+        def consume(folder=folder, both_bound=both_bound, received=received, failures=failures):
+            try:
+                with _connection(folder, transport) as conn:
+                    both_bound.wait(timeout=10)
+                    queue = conn.SimpleQueue("bound")
+                    while len(received) < 20:
+                        message = queue.get(timeout=10)
+                        received.append(message.payload)
+                        message.ack()
+            except BaseException as exc:  # noqa: BLE001 - reported by the test below
+                failures.append(exc)
+
+        consumer = threading.Thread(target=consume)
+        consumer.start()
+        with _connection(folder, transport) as conn:
+            both_bound.wait(timeout=10)
+            queue = conn.SimpleQueue("bound")
+            for i in range(20):
+                queue.put(i)
+        consumer.join(timeout=30)
+        assert failures == [], f"round {round_}"
+        assert sorted(received) == list(range(20)), f"round {round_}"
