@@ -16,14 +16,13 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import httpx
-from bench_traces_zip import vm_kib  # a sibling: run as bench/bench_results.py
+from webprocess import start_web, vm_kib  # a sibling: run as bench/bench_results.py
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -113,21 +112,13 @@ def main() -> None:
     from django.core.management import call_command
 
     from jobs.apikeys import api_key_create_for_username
-    from tests.support.servers import free_port, wait_until
 
     call_command("migrate", verbosity=0)
     _, key = api_key_create_for_username(username="bench")
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    web = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "evalhub.asgi:application", "--host", "127.0.0.1",
-         "--port", str(port), "--log-level", "warning"],
-        cwd=ROOT, env=dict(os.environ, PORT=str(port)),
-    )  # fmt: skip
+    web, base = start_web()
     headers = {"Authorization": f"Bearer {key}"}
     out: dict = {"seeds": args.seeds}
     try:
-        wait_until(lambda: _up(base), timeout=60, what="the web server")
         httpx.get(f"{base}/api/eval/jobs", headers=headers).raise_for_status()
         body = {"task_app_url": "http://127.0.0.1:9", "seeds": list(range(args.seeds)),
                 "policy": {"model": "gpt-4o-mini"}, "max_concurrent": 8}  # fmt: skip
@@ -157,13 +148,6 @@ def main() -> None:
         shutil.rmtree(data_dir, ignore_errors=True)
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2))
-
-
-def _up(base: str) -> bool:
-    try:
-        return httpx.get(f"{base}/healthz", timeout=2).status_code in (200, 503)
-    except httpx.HTTPError:
-        return False
 
 
 if __name__ == "__main__":

@@ -30,12 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-
-def vm_kib(pid: int, field: str) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise RuntimeError(f"{field} not in /proc/{pid}/status")
+from webprocess import start_web, vm_kib  # noqa: E402 - a sibling: run as bench/bench_traces_zip.py
 
 
 def create_job(*, owner, seeds: int, calls: int):
@@ -100,7 +95,7 @@ import django
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalhub.settings")
 django.setup()
 sys.path.insert(0, "bench")
-from bench_traces_zip import vm_kib
+from webprocess import vm_kib
 from traces.tasks import %s as task
 start = vm_kib(os.getpid(), "VmHWM")
 t = time.monotonic()
@@ -149,7 +144,6 @@ def main() -> None:
     from django.core.management import call_command
 
     from jobs.apikeys import api_key_create_for_username
-    from tests.support.servers import free_port, wait_until
 
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # moto's request log
     call_command("migrate", verbosity=0)
@@ -160,22 +154,8 @@ def main() -> None:
     warmup = create_job(owner=api_key.user, seeds=10, calls=args.calls)
     print(f"created {args.seeds} seeds x {args.calls} calls in {time.monotonic() - t0:.1f}s")
 
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    web = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "evalhub.asgi:application", "--host", "127.0.0.1",
-         "--port", str(port), "--log-level", "warning"],
-        cwd=ROOT, env=dict(os.environ, PORT=str(port)),
-    )  # fmt: skip
+    web, base = start_web()
     try:
-
-        def up() -> bool:
-            try:
-                return httpx.get(f"{base}/healthz", timeout=2).status_code in (200, 503)
-            except httpx.HTTPError:
-                return False
-
-        wait_until(up, timeout=60, what="the web server")
         headers = {"Authorization": f"Bearer {key}"}
         httpx.get(f"{base}/api/eval/jobs/{job.id}", headers=headers).raise_for_status()
         warm = httpx.get(f"{base}/api/eval/jobs/{warmup.id}/traces", headers=headers, timeout=60)
