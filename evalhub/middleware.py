@@ -10,13 +10,7 @@ import os
 from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest
 from django.db import InterfaceError, OperationalError
-from django.http import (
-    HttpRequest,
-    HttpResponse,
-    HttpResponseBadRequest,
-    HttpResponseNotFound,
-    JsonResponse,
-)
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 
 log = logging.getLogger(__name__)
 
@@ -78,9 +72,7 @@ class NulRefusalMiddleware:
     def __call__(self, request):
         api = is_api(request)
         if "\x00" in request.path:
-            if api:
-                return JsonResponse({"error": "not_found", "detail": "Not found."}, status=404)
-            return HttpResponseNotFound("Not found.", content_type="text/plain")
+            raise Http404  # answered by handler404 (evalhub.errors), as any unknown path is
         params = [request.GET]
         if not api and request.method == "POST":
             params.append(request.POST)  # a dashboard form (the API reads JSON bodies)

@@ -337,6 +337,8 @@ def test_a_page_that_is_not_there_says_why_in_the_dashboard(web):
     assert nowhere.status_code == 404
     assert "There is no page at this address." in nowhere.content.decode()
     assert "admin/" not in nowhere.content.decode()
+    nul = web.get("/jobs/eval-a%00b/")  # refused before any view, answered the same way
+    assert nul.status_code == 404 and "There is no page at this address." in nul.content.decode()
 
 
 def test_an_api_route_that_is_not_there_is_json(client, db):

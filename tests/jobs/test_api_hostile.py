@@ -90,6 +90,8 @@ def test_numbers_that_are_not_finite_or_overflow_are_400_naming_the_field(
 def test_a_job_id_with_a_nul_is_404(client_alice):
     response = client_alice.get(f"{JOBS}/eval-x%00y")
     assert response.status_code == 404 and response.json()["error"] == "not_found"
+    # the same answer as any route that is not there
+    assert response.json() == client_alice.get(f"{JOBS}/eval-x/nowhere").json()
 
 
 @pytest.mark.parametrize(
