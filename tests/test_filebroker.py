@@ -82,3 +82,19 @@ def test_connections_binding_one_queue_at_once_lose_no_message(tmp_path):
         consumer.join(timeout=30)
         assert failures == [], f"round {round_}"
         assert sorted(received) == list(range(20)), f"round {round_}"
+
+
+def test_a_deleted_queue_leaves_the_exchange_and_the_other_queues_bound(tmp_path):
+    from kombu import Exchange, Queue
+
+    exchange = Exchange("shared", type="direct")
+    with _connection(tmp_path, "evalhub.filebroker:Transport") as conn:
+        channel = conn.channel()
+        kept, gone = (Queue(name, exchange, routing_key=name, channel=channel) for name in "ab")
+        kept.declare()
+        gone.declare()
+        assert {q.queue for q in channel.get_table("shared")} == {"a", "b"}
+        gone.delete()
+        assert [q.queue for q in channel.get_table("shared")] == ["a"]
+    with _connection(tmp_path, "evalhub.filebroker:Transport") as conn:  # as another process
+        assert [q.queue for q in conn.channel().get_table("shared")] == ["a"]
