@@ -8,6 +8,7 @@ from kombu import Connection
 
 MESSAGES = 3000
 BODY = "x" * 100_000
+TRANSPORT = "evalhub.filebroker:Transport"
 
 
 def _connection(folder, transport: str) -> Connection:
@@ -18,68 +19,56 @@ def _connection(folder, transport: str) -> Connection:
     return Connection("filesystem://", transport=transport, transport_options=options)
 
 
-def test_a_consumer_polling_while_messages_are_written_reads_each_whole(tmp_path):
-    """kombu's own transport lets a consumer take a file still being written (it then reads an
-    empty message and the worker's consumer stops); evalhub.filebroker renames it in whole."""
-    transport = "evalhub.filebroker:Transport"
-    received: list[int] = []
+def _pass_through(folder, name: str, payloads: list, *, bind_together: bool = False):
+    """Sends `payloads` on queue `name` from this thread while a thread with a connection of
+    its own takes them: what that thread received and what it met instead."""
+    both_bound = threading.Barrier(2) if bind_together else None
+    received: list = []
     failures: list[BaseException] = []
 
     def consume() -> None:
-        with _connection(tmp_path, transport) as conn:
-            queue = conn.SimpleQueue("race")
-            try:
-                while len(received) < MESSAGES:
+        try:
+            with _connection(folder, TRANSPORT) as conn:
+                if both_bound:
+                    both_bound.wait(timeout=10)
+                queue = conn.SimpleQueue(name)
+                while len(received) < len(payloads):
                     message = queue.get(timeout=30)
-                    assert message.payload["body"] == BODY
-                    received.append(message.payload["i"])
+                    received.append(message.payload)
                     message.ack()
-            except BaseException as exc:  # noqa: BLE001 - reported by the test below
-                failures.append(exc)
+        except BaseException as exc:  # noqa: BLE001 - reported by the tests
+            failures.append(exc)
 
     consumer = threading.Thread(target=consume)
     consumer.start()
-    with _connection(tmp_path, transport) as conn:
-        queue = conn.SimpleQueue("race")
-        for i in range(MESSAGES):
-            queue.put({"i": i, "body": BODY})
+    with _connection(folder, TRANSPORT) as conn:
+        if both_bound:
+            both_bound.wait(timeout=10)
+        queue = conn.SimpleQueue(name)
+        for payload in payloads:
+            queue.put(payload)
     consumer.join(timeout=60)
+    return received, failures
+
+
+def test_a_consumer_polling_while_messages_are_written_reads_each_whole(tmp_path):
+    """kombu's own transport lets a consumer take a file still being written (it then reads an
+    empty message and the worker's consumer stops); evalhub.filebroker renames it in whole."""
+    sent = [{"i": i, "body": BODY} for i in range(MESSAGES)]
+    received, failures = _pass_through(tmp_path, "race", sent)
     assert failures == []
-    assert sorted(received) == list(range(MESSAGES))
+    assert sorted(p["i"] for p in received) == list(range(MESSAGES))
+    assert all(p["body"] == BODY for p in received)
     assert not list(tmp_path.glob("*.partial"))
 
 
 def test_connections_binding_one_queue_at_once_lose_no_message(tmp_path):
     """kombu rewrites an exchange's table in place: a publisher binding beside a consumer could
     read it empty (a JSONDecodeError, or no queue and the message dropped without a word)."""
-    transport = "evalhub.filebroker:Transport"
     for round_ in range(20):
         folder = tmp_path / f"round{round_}"
         folder.mkdir()
-        both_bound = threading.Barrier(2)
-        received: list[int] = []
-        failures: list[BaseException] = []
-
-        def consume(folder=folder, both_bound=both_bound, received=received, failures=failures):
-            try:
-                with _connection(folder, transport) as conn:
-                    both_bound.wait(timeout=10)
-                    queue = conn.SimpleQueue("bound")
-                    while len(received) < 20:
-                        message = queue.get(timeout=10)
-                        received.append(message.payload)
-                        message.ack()
-            except BaseException as exc:  # noqa: BLE001 - reported by the test below
-                failures.append(exc)
-
-        consumer = threading.Thread(target=consume)
-        consumer.start()
-        with _connection(folder, transport) as conn:
-            both_bound.wait(timeout=10)
-            queue = conn.SimpleQueue("bound")
-            for i in range(20):
-                queue.put(i)
-        consumer.join(timeout=30)
+        received, failures = _pass_through(folder, "bound", list(range(20)), bind_together=True)
         assert failures == [], f"round {round_}"
         assert sorted(received) == list(range(20)), f"round {round_}"
 
@@ -88,7 +77,7 @@ def test_a_deleted_queue_leaves_the_exchange_and_the_other_queues_bound(tmp_path
     from kombu import Exchange, Queue
 
     exchange = Exchange("shared", type="direct")
-    with _connection(tmp_path, "evalhub.filebroker:Transport") as conn:
+    with _connection(tmp_path, TRANSPORT) as conn:
         channel = conn.channel()
         kept, gone = (Queue(name, exchange, routing_key=name, channel=channel) for name in "ab")
         kept.declare()
@@ -96,5 +85,5 @@ def test_a_deleted_queue_leaves_the_exchange_and_the_other_queues_bound(tmp_path
         assert {q.queue for q in channel.get_table("shared")} == {"a", "b"}
         gone.delete()
         assert [q.queue for q in channel.get_table("shared")] == ["a"]
-    with _connection(tmp_path, "evalhub.filebroker:Transport") as conn:  # as another process
+    with _connection(tmp_path, TRANSPORT) as conn:  # as another process
         assert [q.queue for q in conn.channel().get_table("shared")] == ["a"]
