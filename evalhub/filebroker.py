@@ -6,10 +6,15 @@ waiting for the writer's lock): it reads an empty or partial message, and the wo
 consumer stops on a JSONDecodeError. Here a message is written under a name no consumer
 looks at and renamed into place, which is atomic within one file system.
 
+A consumer takes a message by renaming it within its folder, which one consumer alone can do.
+kombu moves it to the temporary directory instead: where that is another file system (a tmpfs
+/tmp), the move is a copy, and two consumers copying one message to one name read it empty (the
+consumer stops again) or lose it.
+
 kombu also keeps each exchange's bindings in a file it rewrites in place, so a process
 publishing while another binds could read it empty: a JSONDecodeError, or no queue at all and the
 message dropped. Here the table is replaced whole under a lock of its own, and a reader also sees
-the bindings its own connection has declared.
+the bindings its own process has declared.
 
 An idle worker looks for a message every `polling_interval` seconds (one directory listing):
 kombu's 1 s was a second added to the start of each job and runner slice.
@@ -18,7 +23,9 @@ kombu's 1 s was a second added to the start of each job and runner slice.
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
+from queue import Empty
 from time import monotonic
 
 from kombu.exceptions import ChannelError
@@ -40,9 +47,33 @@ class Channel(filesystem.Channel):
         except OSError as exc:
             raise ChannelError(f"Cannot add file {final!r} to directory") from exc
 
+    def _get(self, queue):
+        wanted = f"{queue}.msg"
+        folder = self.data_folder_in
+        for name in sorted(os.listdir(folder)):
+            if name.partition(".")[2] != wanted:
+                continue
+            taken = os.path.join(folder, f".{name}.{uuid.uuid4().hex}.taken")  # never a queue's
+            try:
+                os.rename(os.path.join(folder, name), taken)
+            except OSError:  # another consumer took it first
+                continue
+            try:
+                with open(taken, "rb") as f:
+                    payload = f.read()
+                if self.store_processed:
+                    shutil.move(taken, os.path.join(self.processed_folder, name))
+                else:
+                    os.remove(taken)
+            except OSError as exc:
+                raise ChannelError(f"Cannot read file {taken!r} from queue.") from exc
+            return loads(bytes_to_str(payload))
+        raise Empty()
+
     def get_table(self, exchange):
-        """The bindings in the exchange's file and those this connection holds, whose file write
-        another thread may still be making."""
+        """The bindings in the exchange's file and those this process has declared (kombu keeps
+        one state for all of a process's connections), whose file write another thread may
+        still be making."""
         table = _stored(self._exchange_file(exchange))
         for meta in self.state.exchanges.get(exchange, {}).get("table", []):
             entry = exchange_queue_t(*(part or "" for part in meta))
