@@ -11,8 +11,8 @@ templates), then timed on the sample measured, with the growth of the process's 
 shows the first 200 calls (frontend.selectors.SEED_PAGE_CALLS); the document is written a page
 of calls at a time (traces.zip.seed_stream), its bytes counted and let go as a web process
 sends them. For comparison, the document of the big sample built whole, as it was before, and
-the sample's zip member as a worker builds it (`traces.zip.members`: past 500 calls, written a
-page of calls at a time into the deflater; once per sample, kept).
+the sample's zip member as a worker assembling the zip builds it (`traces.zip.members`: past
+500 calls, written a page of calls at a time into the deflater; once per sample, kept).
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def work(what: str, seed_run_id: int) -> int:
     from traces.models import TraceMember
     from traces.redaction import job_redactor
     from traces.zip.documents import seed_trace
-    from traces.zip.members import job_members_build
+    from traces.zip.members import job_members
     from traces.zip.seed_stream import seed_trace_chunks
 
     seed_run = SeedRun.objects.select_related("job").get(pk=seed_run_id)
@@ -68,9 +68,11 @@ def work(what: str, seed_run_id: int) -> int:
         response = client.get(f"/jobs/{job.id}/seeds/{seed_run.seed}/")
         assert response.status_code == 200, response.status_code
         return len(response.content)
-    if what == "member":  # the zip's member, as a worker builds it
+    if what == "member":  # the zip's member, as the worker that assembles the zip builds it
         TraceMember.objects.filter(seed_run_id=seed_run_id).delete()
-        job_members_build(job_id=job.id)
+        # (job_members_build builds only while the job has seeds to claim: this one has none)
+        for _ in job_members(job=job, statuses=[seed_run.status], redactor=job_redactor(job=job)):
+            pass
         return TraceMember.objects.get(seed_run_id=seed_run_id).size
     redactor = job_redactor(job=job)
     if what == "document":
