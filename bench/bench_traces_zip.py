@@ -96,12 +96,27 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalhub.settings")
 django.setup()
 sys.path.insert(0, "bench")
 from webprocess import vm_kib
-from traces.tasks import %s as task
+%s
 start = vm_kib(os.getpid(), "VmHWM")
 t = time.monotonic()
 task(sys.argv[1])
 elapsed = time.monotonic() - t
 print(json.dumps({"s": elapsed, "growth_mib": (vm_kib(os.getpid(), "VmHWM") - start) / 1024}))
+"""
+
+# The members of every ended seed, built as workers build them as seeds end (traces.zip.members).
+# Not through the task itself: it builds only while a job has seeds left to claim, and this job
+# has ended.
+MEMBERS = """
+from jobs.models import TERMINAL_SEED_STATUSES, EvalJob
+from traces.redaction import job_redactor
+from traces.zip.members import job_members
+
+
+def task(job_id):
+    job = EvalJob.objects.get(pk=job_id)
+    for _ in job_members(job=job, statuses=TERMINAL_SEED_STATUSES, redactor=job_redactor(job=job)):
+        pass
 """
 
 
@@ -215,15 +230,19 @@ def main() -> None:
         in_worker(
             "members",
             "members built by workers as the seeds end",
-            WORKER_TASK % "job_members_build",
+            WORKER_TASK % MEMBERS,
         )
+        from traces.models import TraceMember
+
+        figures["members"]["kept"] = TraceMember.objects.filter(seed_run__job=job).count()
+        print(f"members kept: {figures['members']['kept']} of {args.seeds} seeds")
         download("assembled", "download of kept members (assembled while streamed, then stored)")
         download("stored", "download from storage")
         forget_zip(members=False)
         in_worker(
             "worker",
             "zip assembled by a worker as the job ends",
-            WORKER_TASK % "job_traces_zip_build",
+            WORKER_TASK % "from traces.tasks import job_traces_zip_build as task",
         )
         job.refresh_from_db()
         print(f"stored as {job.traces_zip_name!r} ({args.storage} storage)")

@@ -26,3 +26,17 @@ def test_the_big_sample_benchmark_measures_every_figure(tmp_path):
     assert figures["document_big"]["bytes"] == figures["document_whole"]["bytes"] > 0
     assert figures["member_big"]["bytes"] > 0  # the zip's member was built
     assert all(f["s"] > 0 for f in figures.values() if isinstance(f, dict))
+
+
+def test_the_zip_benchmark_reads_the_members_its_workers_kept(tmp_path):
+    out = tmp_path / "figures.json"
+    done = subprocess.run(
+        [sys.executable, "bench/bench_traces_zip.py", "--seeds", "200", "--json", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures = json.loads(out.read_text())
+    assert figures["members"]["kept"] == 200  # the "assembled" download reads kept members
+    for download in ("build", "assembled", "stored"):
+        assert figures[download]["entries"] == 201  # each seed's member and the manifest
+    assert all(figures[step]["s"] > 0 for step in ("build", "members", "assembled", "worker"))
