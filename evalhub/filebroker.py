@@ -29,7 +29,7 @@ from queue import Empty
 from time import monotonic
 
 from kombu.exceptions import ChannelError
-from kombu.transport import filesystem
+from kombu.transport import filesystem, virtual
 from kombu.transport.filesystem import LOCK_EX, exchange_queue_t, lock
 from kombu.utils.encoding import bytes_to_str, str_to_bytes
 from kombu.utils.json import dumps, loads
@@ -76,21 +76,20 @@ class Channel(filesystem.Channel):
         still be making."""
         table = _stored(self._exchange_file(exchange))
         for meta in self.state.exchanges.get(exchange, {}).get("table", []):
-            entry = exchange_queue_t(*(part or "" for part in meta))
+            entry = _entry(*meta)
             held = self.state.has_binding(entry.queue, exchange, entry.routing_key)
             if held and entry not in table:
                 table.append(entry)
         return table
 
     def _queue_bind(self, exchange, routing_key, pattern, queue):
-        entry = exchange_queue_t(routing_key or "", pattern or "", queue or "")
+        entry = _entry(routing_key, pattern, queue)
         self._edit_table(exchange, lambda table: table if entry in table else [entry, *table])
 
-    def _delete(self, queue, *args, **kwargs):
-        # the grandparent's: the parent's also rewrites the table in place
-        super(filesystem.Channel, self)._delete(queue, *args, **kwargs)
-        exchange, routing_key, pattern = args[:3]
-        entry = exchange_queue_t(routing_key or "", pattern or "", queue or "")
+    def _delete(self, queue, exchange, routing_key, pattern, *args, **kwargs):
+        # virtual's purge only: kombu's file-system channel also rewrites the table in place
+        virtual.Channel._delete(self, queue, exchange, routing_key, pattern, *args, **kwargs)
+        entry = _entry(routing_key, pattern, queue)
         self._edit_table(exchange, lambda table: [kept for kept in table if kept != entry])
 
     def _edit_table(self, exchange, edit) -> None:
@@ -108,6 +107,11 @@ class Channel(filesystem.Channel):
                     os.replace(partial, file)
         except OSError as exc:
             raise ChannelError(f"Cannot update {file}") from exc
+
+
+def _entry(routing_key, pattern, queue) -> exchange_queue_t:
+    """A binding as the table file holds it (kombu's in-memory ones say None for "")."""
+    return exchange_queue_t(routing_key or "", pattern or "", queue or "")
 
 
 def _stored(file) -> list:
