@@ -51,10 +51,17 @@ _LOCK_SQL = (
 # claim takes. The statement's snapshot is taken after the lock: it sees every claim committed
 # before.
 _STARTED_SQL = f"""
-WITH running AS (
+WITH counted AS (
   SELECT count(*) FILTER (WHERE {_s["lease_expires_at"]} > %(now)s) AS live,
-         count(*) FILTER (WHERE {_s["lease_expires_at"]} <= %(now)s) AS expired
+         count(*) FILTER (WHERE {_s["lease_expires_at"]} <= %(now)s) AS expired,
+         count(*) FILTER (WHERE {_s["lease_owner"]} <> %(worker)s) AS others,
+         count(*) FILTER (WHERE {_s["lease_expires_at"]} > %(now)s
+                          AND {_s["id"]} = ANY(%(over)s::bigint[])
+                          AND {_s["lease_owner"]} = %(worker)s) AS over
   FROM {_SEEDS} WHERE {_s["job"]} = %(job)s AND {_s["status"]} = %(running)s
+), running AS (
+  SELECT live - freed AS live, expired, freed
+  FROM (SELECT *, CASE WHEN others = 0 THEN over ELSE 0 END AS freed FROM counted) AS c
 ), claimed AS (
   UPDATE {_SEEDS} SET {_s["status"]} = %(running)s, {_s["lease_owner"]} = %(worker)s,
     {_s["lease_expires_at"]} = %(until)s, {_s["not_before"]} = NULL,
@@ -64,7 +71,7 @@ WITH running AS (
     SELECT {_s["id"]} FROM {_SEEDS} WHERE {_s["job"]} = %(job)s AND {_PENDING_NOW}
     ORDER BY {_s["id"]}
     LIMIT (SELECT CASE WHEN expired > 0 THEN 0
-                  ELSE GREATEST(0, LEAST(%(limit)s, %(max)s - live)) END FROM running)
+                  ELSE GREATEST(0, LEAST(%(limit)s + freed, %(max)s - live)) END FROM running)
   ) AND {_PENDING_NOW}
   RETURNING {", ".join(_s[name] for name in _CLAIMED)}
 ), numbered AS (
@@ -79,7 +86,7 @@ WITH running AS (
     ON r.n = c.n
   RETURNING {_a["id"]}, {_a["seed_run"]}, {_a["number"]}, {_a["run_id"]}
 )
-SELECT r.live, r.expired, {", ".join(f"c.{_s[name]}" for name in _CLAIMED)},
+SELECT r.live, r.expired, r.freed, {", ".join(f"c.{_s[name]}" for name in _CLAIMED)},
   s.{_a["id"]}, s.{_a["number"]}, s.{_a["run_id"]}
 FROM running r LEFT JOIN (numbered c JOIN started s ON s.{_a["seed_run"]} = c.{_s["id"]}) ON TRUE
 ORDER BY c.{_s["id"]}
@@ -87,32 +94,35 @@ ORDER BY c.{_s["id"]}
 
 
 def rollouts_started(
-    job_id: str, worker: str, limit: int, lease_s: float, token_hashes: list[str]
-) -> tuple[list[tuple[tuple, Started]], int] | None:
+    job_id: str, worker: str, limit: int, lease_s: float, token_hashes: list[str],
+    over: list[int] = (),
+) -> tuple[list[tuple[tuple, Started]], int, bool] | None:  # fmt: skip
     """In the caller's transaction, under the job row's lock: up to `limit` pending seeds
-    claimed, each with its attempt started (the first of `token_hashes` given to them in
-    order), as (the values of `jobs.claims.Claimed`, its attempt), and the job's free slots
-    left as `jobs.claims._claimed` counts them. None when a running seed's lease expired:
+    claimed, and one more for each of `over` that holds no slot, each with its attempt
+    started (the first of `token_hashes` given to them in order), as (the values of
+    `jobs.claims.Claimed`, its attempt), the job's free slots left, and whether `over` held
+    no slot, as `jobs.claims._claimed` counts them. None when a running seed's lease expired:
     nothing was claimed, and the general claim takes over."""
     now = timezone.now()
-    run_ids = [f"run-{secrets.token_hex(12)}" for _ in range(limit)]
+    most = limit + len(over)
+    run_ids = [f"run-{secrets.token_hex(12)}" for _ in range(most)]
     with connection.cursor() as cursor:
         cursor.execute(_LOCK_SQL, [job_id])
         job = cursor.fetchone()
         if job is None or job[0] != JobStatus.RUNNING or job[2] is not None:
-            return [], 0  # over, or ending (jobs.ending)
+            return [], 0, False  # over, or ending (jobs.ending)
         max_concurrent = job[1]
         cursor.execute(_STARTED_SQL, {
             "now": now, "until": now + timedelta(seconds=lease_s), "job": job_id,
             "running": SeedStatus.RUNNING, "pending": SeedStatus.PENDING, "worker": worker,
             "limit": limit, "max": max_concurrent, "attempt_running": AttemptStatus.RUNNING,
-            "run_ids": run_ids, "hashes": token_hashes[:limit],
+            "run_ids": run_ids, "hashes": token_hashes[:most], "over": list(over),
         })  # fmt: skip
         rows = cursor.fetchall()
-    live, expired = rows[0][0], rows[0][1]
+    live, expired, freed = rows[0][0], rows[0][1], rows[0][2]
     if expired:
         return None
-    got = [(row[2:8], Started(*row[8:11])) for row in rows if row[2] is not None]
+    got = [(row[3:9], Started(*row[9:12])) for row in rows if row[3] is not None]
     free = max_concurrent - live
-    slots = min(limit, free)
-    return got, free - slots if slots > 0 and len(got) >= slots else 0
+    slots = min(limit + freed, free)
+    return got, free - slots if slots > 0 and len(got) >= slots else 0, freed > 0

@@ -1,6 +1,7 @@
 """A runner's claim of a job's rollouts: which seed runs it takes, under the job row's lock,
 never more than the job's `max_concurrent` under live leases over all workers (leases and
-results: jobs.leases; attempts: jobs.attempts).
+results: jobs.leases; attempts: jobs.attempts), less the claiming worker's seeds whose rollouts
+it says are over, their results not written yet (`over`: their slots at the task app are free).
 
 Claimable are pending seeds whose backoff is over and running seeds whose lease expired (their
 worker is gone: taken again, counted as a loss). A claim also says how many seeds it left that
@@ -9,6 +10,7 @@ another runner could take now (`room`), so the runner asks idle workers for a ha
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import NamedTuple
@@ -55,23 +57,30 @@ def rollouts_claim(
     backoff is over, and running seeds whose lease expired (their worker is gone). `token_hashes`
     holds at least `limit` fresh hashes, the first of them given to the attempts in order."""
     with transaction.atomic():
-        rollouts, room = _rollouts_started(job_id, worker, limit, lease_s, token_hashes)
+        rollouts, room, _ = _rollouts_started(job_id, worker, limit, lease_s, token_hashes)
     return RolloutClaim(rollouts, _pending_up_to(job_id=job_id, most=room))
 
 
 def _rollouts_started(
-    job_id: str, worker: str, limit: int, lease_s: float, token_hashes: list[str]
-) -> tuple[list[tuple[Claimed, Started]], int]:
+    job_id: str, worker: str, limit: int, lease_s: float, token_hashes: list[str],
+    over: list[int] = (),
+) -> tuple[list[tuple[Claimed, Started]], int, bool]:  # fmt: skip
     """The claim of a runner's rollouts, each with its attempt started (in the caller's
-    transaction), and the job's free slots left (`_claimed`). On PostgreSQL, one statement
-    after the job row's lock (`jobs.claim_statement`) unless a lease expired."""
-    if connection.vendor == "postgresql" and limit > 0:
-        started = claim_statement.rollouts_started(job_id, worker, limit, lease_s, token_hashes)
+    transaction), the job's free slots left and whether `over` held no slot (`_claimed`: a
+    seed more is claimed for each of those).
+    On PostgreSQL, one statement after the job row's lock (`jobs.claim_statement`) unless a
+    lease expired."""
+    if connection.vendor == "postgresql" and (limit > 0 or over):
+        started = claim_statement.rollouts_started(
+            job_id, worker, limit, lease_s, token_hashes, over
+        )
         if started is not None:
-            return [(Claimed(*claimed), attempt) for claimed, attempt in started[0]], started[1]
-    claimed, room = _claimed(job_id=job_id, worker=worker, limit=limit, lease_s=lease_s)
+            got, room, over_free = started
+            return [(Claimed(*claimed), attempt) for claimed, attempt in got], room, over_free
+    claimed, room, over_free = _claimed(job_id=job_id, worker=worker, limit=limit,
+                                        lease_s=lease_s, over=over)  # fmt: skip
     attempts = attempts_create(claimed, token_hashes, worker=worker) if claimed else []
-    return list(zip(claimed, attempts, strict=True)), room
+    return list(zip(claimed, attempts, strict=True)), room, over_free
 
 
 def results_write_and_claim(
@@ -82,29 +91,44 @@ def results_write_and_claim(
     limit: int,
     lease_s: float,
     token_hashes: list[str],
-) -> tuple[list[bool], RolloutClaim]:
+    also_over: Callable[[], tuple[list[int], list[str]]] | None = None,
+) -> tuple[list[bool], RolloutClaim, list[int]]:
     """`seed_runs_finish` of a batch of results, then the claim of up to `limit` rollouts to
     replace them (`rollouts_claim`, with no `room`), in one transaction. A seed counts against
     `max_concurrent` until its result is written, so a slot claimed in a round of its own came
     back a write and a claim after its rollout ended; here it is taken again as it is freed.
     The results are written before the job row is locked for the claim: other workers' result
-    writes never wait for this one's."""
+    writes never wait for this one's.
+
+    `also_over`, asked once the results are written, names the worker's seed runs whose
+    rollouts ended while they were (their results wait for the next batch), with a fresh token
+    hash for each: while no other worker holds the job's seeds, their slots are taken again by
+    this claim too, not a batch later (another worker's claims cannot know of them, and would
+    count them as held).
+    Returns (which results were written, the claim, those seed runs if their slots were)."""
     with transaction.atomic():
         written = seed_runs_finish(worker=worker, finishes=finishes)
-        rollouts, _ = _rollouts_started(job_id, worker, limit, lease_s, token_hashes)
-    return written, RolloutClaim(rollouts)
+        over, hashes = also_over() if also_over is not None else ([], [])
+        rollouts, _, over_free = _rollouts_started(
+            job_id, worker, limit, lease_s, [*token_hashes[:limit], *hashes], over
+        )
+    return written, RolloutClaim(rollouts), over if over_free else []
 
 
-def _claimed(*, job_id: str, worker: str, limit: int, lease_s: float) -> tuple[list[Claimed], int]:
+def _claimed(
+    *, job_id: str, worker: str, limit: int, lease_s: float, over: list[int] = ()
+) -> tuple[list[Claimed], int, bool]:
     """The claim of `rollouts_claim` (in its transaction) but its attempts' rows: the seed runs
-    claimed, in id order (their `attempts` counted on), and the job's free slots left for other
+    claimed, in id order (their `attempts` counted on), the job's free slots left for other
     runners when it took all it asked for, else 0 (`_pending_up_to` tells how many of them
-    another runner could fill now). Every claim of the job waits for the job row's lock, held
+    another runner could fill now), and whether `over` held no slot: `worker`'s running seeds
+    whose rollouts ended, their results not written yet, while no other worker holds one of
+    the job's seeds (a seed more claimed for each). Every claim of the job waits for the job row's lock, held
     here for three statements (the lock, the running seeds counted, one UPDATE that picks,
     claims and returns) and the attempts' INSERT: across seven, a worker held to a tenth of a
     CPU held it for hundreds of milliseconds."""
-    if limit <= 0:
-        return [], 0
+    if limit <= 0 and not over:
+        return [], 0, False
     now = timezone.now()
     # The job row lock serializes claims on one job across workers (PostgreSQL); SQLite
     # takes its write lock when the transaction begins (transaction_mode IMMEDIATE).
@@ -113,22 +137,27 @@ def _claimed(*, job_id: str, worker: str, limit: int, lease_s: float) -> tuple[l
     locked = EvalJob.objects.select_for_update(no_key=True).filter(pk=job_id)
     job = locked.values("status", "max_concurrent", "completed_at").first()
     if job is None or job["status"] != JobStatus.RUNNING or job["completed_at"] is not None:
-        return [], 0  # over, or ending (jobs.ending)
+        return [], 0, False  # over, or ending (jobs.ending)
     seeds = SeedRun.objects.filter(job_id=job_id)
-    running = seeds.filter(status=SeedStatus.RUNNING).aggregate(
-        live=Count("pk", filter=Q(lease_expires_at__gt=now)),
-        expired=Count("pk", filter=Q(lease_expires_at__lte=now)),
-    )
-    free = job["max_concurrent"] - running["live"]
-    slots = min(limit, free)
+    counts = {"live": Count("pk", filter=Q(lease_expires_at__gt=now)),
+              "expired": Count("pk", filter=Q(lease_expires_at__lte=now))}  # fmt: skip
+    if over:  # ended, their results not written yet: no slot held while no other worker runs
+        counts["others"] = Count("pk", filter=~Q(lease_owner=worker))
+        counts["over"] = Count("pk", filter=Q(lease_expires_at__gt=now, pk__in=list(over),
+                                              lease_owner=worker))  # fmt: skip
+    running = seeds.filter(status=SeedStatus.RUNNING).aggregate(**counts)
+    freed = running["over"] if over and running["others"] == 0 else 0
+    free = job["max_concurrent"] - running["live"] + freed
+    slots = min(limit + freed, free)
+    over_free = freed > 0
     if slots <= 0:
-        return [], 0
+        return [], 0, over_free
     expired = _expired_take(seeds=seeds, slots=slots, now=now) if running["expired"] else []
     claimed = _claim_update(
         job_id=job_id, worker=worker, expired=expired, pending=slots - len(expired),
         until=now + timedelta(seconds=lease_s), now=now,
     )  # fmt: skip
-    return claimed, free - slots if len(claimed) >= slots else 0
+    return claimed, free - slots if len(claimed) >= slots else 0, over_free
 
 
 def _claim_update(

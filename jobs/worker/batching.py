@@ -30,6 +30,11 @@ class Batcher:
             self._flusher = asyncio.create_task(self._flush())
         return await future
 
+    def waiting(self) -> list[Any]:
+        """The items waiting for the next call: a copy, safe to take from another thread
+        while a call runs (the call in progress is the only one, so they all go in the next)."""
+        return [item for item, _ in list(self._waiting)]
+
     async def _flush(self) -> None:
         try:
             while self._waiting:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import itertools
 import statistics
 import threading
 from collections import deque
@@ -48,13 +49,16 @@ class LoopLag:
     def __init__(self) -> None:
         self._late: deque[float] = deque([0.0], maxlen=LAG_SAMPLES)
         self._quota = Throttling()
+        self.throttled = False  # a CPU quota held the process back in the last second
 
     async def watch(self) -> None:
         loop = asyncio.get_running_loop()
-        while True:
+        for n in itertools.count(1):
             asleep = loop.time()
             await asyncio.sleep(LAG_EVERY_S)
             self._late.append(max(0.0, loop.time() - asleep - LAG_EVERY_S))
+            if n % LAG_SAMPLES == 0:
+                self.throttled = self._quota.since_last()
 
     def late_s(self) -> float:
         """The median lateness over the last second (read from any thread)."""
@@ -65,13 +69,13 @@ class LoopLag:
         return self.late_s() <= LAG_MOST_S
 
     def spare(self) -> bool:
-        """Whether the process has CPU to spare for work beside the loop's (a build of the
-        zip's members): the loop keeps up, and no CPU quota held the process back since the
-        last look (`evalhub.cpuquota`). A worker held to a tenth of a CPU by its cgroup kept
-        up by its loop's lateness while throttled in 97% of its periods, and the builds it
-        asked for cost four capped workers a tenth of their CPU during the job."""
-        held = self._quota.since_last()  # read every time: its count is since the last look
-        return not held and self.keeps_up()
+        """Whether the process has CPU to spare (for a build of the zip's members, for slots
+        taken ahead of their results' write): the loop keeps up, and no CPU quota held the
+        process back in the last second (`evalhub.cpuquota`). A worker held to a tenth of a
+        CPU by its cgroup kept up by its loop's lateness while throttled in 97% of its
+        periods, and the builds it asked for cost four capped workers a tenth of their CPU
+        during the job."""
+        return not self.throttled and self.keeps_up()
 
 
 class Hand(enum.Enum):

@@ -4,9 +4,9 @@ A job is worked by ordinary `jobs.job_run` messages on the ordinary queue, each 
 the job's id (jobs/dispatch.py). The runner a message starts:
 
 1. claims from the job's sources, rollouts then judgements, whenever an eighth of its slots
-   is free, and a batch of results claims the slots it frees as it is written; it holds at
-   most EVALHUB_RUNNER_MAX_INFLIGHT, and the claims hold the job's `max_concurrent` (and the
-   judge's `concurrency`) over all workers;
+   is free, and a batch of results claims the slots it frees as it is written (and those of
+   rollouts ended meanwhile: `RolloutSource`); it holds at most EVALHUB_RUNNER_MAX_INFLIGHT,
+   the claims the job's `max_concurrent` (and the judge's `concurrency`) over all workers;
 2. when its first claim filled it and the job has more to claim, sends the job's message
    again, once per hand the rest keeps busy (`jobs.worker.here.hands_ask`). A message that
    reaches a worker process already running the job joins the runner there
@@ -111,7 +111,7 @@ class JobRunner:
         self._db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalhub-db")
         self._results_thread = ThreadPoolExecutor(1, "evalhub-results")  # `db_results`
         self.in_flight: dict[tuple[str, int], asyncio.Task] = {}
-        self.written: set[tuple[str, int]] = set()  # its result written (`results_written`)
+        self.written: set[tuple[str, int]] = set()  # its slot free (`results_written`)
         self._changed = asyncio.Event()
         # Work started and finished this slice, and the most held at once: an idle runner
         # leaves the job to those that hold work (they send its message again).
@@ -305,9 +305,9 @@ class JobRunner:
         self.reserved -= n
 
     def results_written(self, keys: list[tuple[str, int]]) -> None:
-        """These works' results are written: their slots are free, though their tasks end a
-        turn of the loop later. A batch written meanwhile counted them as held, and claimed as
-        many fewer."""
+        """These works' slots are free (their results written, or their slots taken ahead of
+        the write: `RolloutSource`), though their tasks end a turn or a batch later. A batch
+        written meanwhile counted them as held, and claimed as many fewer."""
         self.written.update(key for key in keys if key in self.in_flight)
 
     def holding(self) -> int:
@@ -349,6 +349,7 @@ class JobRunner:
             for key in set(keys) - held:
                 # Taken over after our lease ran out, or the job closed it: not ours to write.
                 task = self.in_flight.pop((source.name, key), None)
+                self.written.discard((source.name, key))
                 if task is not None:
                     task.cancel()
         await self.db(services.job_heartbeat, job_id=self.job_id)

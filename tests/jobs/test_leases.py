@@ -230,6 +230,47 @@ def test_results_written_together_are_one_event_each_in_order_and_only_if_still_
     assert set(RolloutAttempt.objects.values_list("status", flat=True)) == {"succeeded"}
 
 
+def test_a_batch_of_results_takes_the_slots_of_its_workers_rollouts_over_but_not_written(job):
+    """A batch of results claims for its own slots and for those of the rollouts its worker
+    names as over (ended while it was written, their results in the next batch): their seeds
+    are still running under its leases, yet hold no slot at the task app. Not while another
+    worker holds one of the job's seeds: its claims could not know of them."""
+    hashes = iter(f"{n:064x}" for n in range(100))
+    (first, ended), (second, _), (third, _) = claims.rollouts_claim(
+        job_id=job.id, worker="w1", limit=3, lease_s=60.0, token_hashes=[next(hashes) for _ in range(3)],
+    ).rollouts  # fmt: skip
+    result = leases.SeedFinish(first.id, "succeeded", leases.SeedResult(),
+                               attempt=attempts.AttemptEnd(attempt_id=ended.id, status="succeeded"))  # fmt: skip
+    asked, more = [], next(hashes)
+
+    def also_over():
+        asked.append(SeedRun.objects.get(pk=first.id).status)  # after the results' write
+        return [second.id], [more]
+
+    written, claim, over = claims.results_write_and_claim(
+        job_id=job.id, worker="w1", finishes=[result], limit=1, lease_s=60.0,
+        token_hashes=[next(hashes)], also_over=also_over,
+    )  # fmt: skip
+    assert written == [True] and asked == ["succeeded"] and over == [second.id]
+    # max_concurrent 3, three running: the third, and the second's slot and the first's taken.
+    assert len(claim.rollouts) == 2
+    started = RolloutAttempt.objects.filter(pk__in=[a.id for _, a in claim.rollouts])
+    assert more in set(started.values_list("token_hash", flat=True))
+    # Its result is not written yet: the second seed runs on, under w1's lease.
+    assert SeedRun.objects.get(pk=second.id).status == "running"
+
+    # Another worker holds a seed: the second's slot stays held, the batch takes its own.
+    SeedRun.objects.filter(pk__in=[sr.id for sr, _ in claim.rollouts]).update(
+        status="pending", lease_owner="", lease_expires_at=None
+    )
+    SeedRun.objects.filter(pk=third.id).update(lease_owner="w2")
+    _, alone, none = claims.results_write_and_claim(
+        job_id=job.id, worker="w1", finishes=[], limit=1, lease_s=60.0,
+        token_hashes=[next(hashes)], also_over=lambda: ([second.id], [next(hashes)]),
+    )  # fmt: skip
+    assert len(alone.rollouts) == 1 and none == []
+
+
 def test_a_claim_holds_the_job_row_for_one_statement_on_postgresql(job):
     """Once a claim has the job row's lock, every other claim of the job waits: on PostgreSQL
     the running seeds' count, the claim and the attempts' start are one statement before the
@@ -339,7 +380,7 @@ def test_a_batch_of_results_claims_the_slots_it_frees_in_its_own_transaction(job
         for seed_run, a in first
     ]  # fmt: skip
     hashes = [f"{n}" * 64 for n in range(3)]
-    written, again = claims.results_write_and_claim(
+    written, again, _ = claims.results_write_and_claim(
         job_id=job.id, worker="w1", finishes=finishes, limit=3, lease_s=60.0, token_hashes=hashes
     )
     assert written == [True, True]
@@ -357,7 +398,7 @@ def test_a_batch_of_results_claims_the_slots_it_frees_in_its_own_transaction(job
     taken, _ = again.rollouts[0]
     SeedRun.objects.filter(pk=taken.id).update(lease_owner="w3")
     refused = leases.SeedFinish(taken.id, "failed", leases.SeedResult(error="x"))
-    written, none = claims.results_write_and_claim(
+    written, none, _ = claims.results_write_and_claim(
         job_id=job.id, worker="w1", finishes=[refused], limit=1, lease_s=60.0,
         token_hashes=["f" * 64],
     )  # fmt: skip
@@ -386,7 +427,7 @@ def test_a_batch_of_results_costs_the_same_round_trips_whatever_its_size(job):
             for seed_run, a in started
         ]  # fmt: skip
         with CaptureQueriesContext(connection) as queries:
-            written, _ = claims.results_write_and_claim(
+            written, _, _ = claims.results_write_and_claim(
                 job_id=job.id, worker="w1", finishes=finishes, limit=1, lease_s=60.0,
                 token_hashes=[next(fresh)],
             )  # fmt: skip
