@@ -1,7 +1,8 @@
 """A runner's claim of a job's rollouts: which seed runs it takes, under the job row's lock,
 never more than the job's `max_concurrent` under live leases over all workers (leases and
 results: jobs.leases; attempts: jobs.attempts), less the claiming worker's seeds whose rollouts
-it says are over, their results not written yet (`over`: their slots at the task app are free).
+it says are over, their results not written yet, while no other worker holds one of the job's
+seeds (`over`: their slots at the task app are free).
 
 Claimable are pending seeds whose backoff is over and running seeds whose lease expired (their
 worker is gone: taken again, counted as a loss). A claim also says how many seeds it left that
@@ -67,9 +68,8 @@ def _rollouts_started(
 ) -> tuple[list[tuple[Claimed, Started]], int, bool]:  # fmt: skip
     """The claim of a runner's rollouts, each with its attempt started (in the caller's
     transaction), the job's free slots left and whether `over` held no slot (`_claimed`: a
-    seed more is claimed for each of those).
-    On PostgreSQL, one statement after the job row's lock (`jobs.claim_statement`) unless a
-    lease expired."""
+    seed more is claimed for each of those). On PostgreSQL, one statement after the job row's
+    lock (`jobs.claim_statement`) unless a lease expired."""
     if connection.vendor == "postgresql" and (limit > 0 or over):
         started = claim_statement.rollouts_started(
             job_id, worker, limit, lease_s, token_hashes, over
@@ -123,10 +123,10 @@ def _claimed(
     runners when it took all it asked for, else 0 (`_pending_up_to` tells how many of them
     another runner could fill now), and whether `over` held no slot: `worker`'s running seeds
     whose rollouts ended, their results not written yet, while no other worker holds one of
-    the job's seeds (a seed more claimed for each). Every claim of the job waits for the job row's lock, held
-    here for three statements (the lock, the running seeds counted, one UPDATE that picks,
-    claims and returns) and the attempts' INSERT: across seven, a worker held to a tenth of a
-    CPU held it for hundreds of milliseconds."""
+    the job's seeds (a seed more claimed for each). Every claim of the job waits for the job
+    row's lock, held here for three statements (the lock, the running seeds counted, one
+    UPDATE that picks, claims and returns) and the attempts' INSERT: across seven, a worker
+    held to a tenth of a CPU held it for hundreds of milliseconds."""
     if limit <= 0 and not over:
         return [], 0, False
     now = timezone.now()
