@@ -17,12 +17,24 @@ from __future__ import annotations
 
 import secrets
 from datetime import timedelta
+from typing import Any, NamedTuple
 
 from django.db import connection
 from django.utils import timezone
 
 from jobs.attempts import Started
 from jobs.models import AttemptStatus, EvalJob, JobStatus, RolloutAttempt, SeedRun, SeedStatus
+
+
+class Took(NamedTuple):
+    """What a claim took: `got` (the seed runs claimed, with their attempts where started),
+    the job's free slots left for other runners (`room`), and whether the claiming worker's
+    seeds named as over held no slot (`over_free`: a seed more was claimed for each)."""
+
+    got: list[Any]
+    room: int
+    over_free: bool
+
 
 _q = connection.ops.quote_name
 _s = {f.name: _q(f.column) for f in SeedRun._meta.concrete_fields}
@@ -96,13 +108,13 @@ ORDER BY c.{_s["id"]}
 def rollouts_started(
     job_id: str, worker: str, limit: int, lease_s: float, token_hashes: list[str],
     over: list[int] = (),
-) -> tuple[list[tuple[tuple, Started]], int, bool] | None:  # fmt: skip
+) -> Took | None:  # fmt: skip
     """In the caller's transaction, under the job row's lock: up to `limit` pending seeds
     claimed, and one more for each of `over` that holds no slot, each with its attempt
-    started (the first of `token_hashes` given to them in order), as (the values of
-    `jobs.claims.Claimed`, its attempt), the job's free slots left, and whether `over` held
-    no slot, as `jobs.claims._claimed` counts them. None when a running seed's lease expired:
-    nothing was claimed, and the general claim takes over."""
+    started (the first of `token_hashes` given to them in order), `got` as (the values of
+    `jobs.claims.Claimed`, its attempt), counted as `jobs.claims._claimed` counts them. None
+    when a running seed's lease expired: nothing was claimed, and the general claim takes
+    over."""
     now = timezone.now()
     most = limit + len(over)
     run_ids = [f"run-{secrets.token_hex(12)}" for _ in range(most)]
@@ -110,7 +122,7 @@ def rollouts_started(
         cursor.execute(_LOCK_SQL, [job_id])
         job = cursor.fetchone()
         if job is None or job[0] != JobStatus.RUNNING or job[2] is not None:
-            return [], 0, False  # over, or ending (jobs.ending)
+            return Took([], 0, False)  # over, or ending (jobs.ending)
         max_concurrent = job[1]
         cursor.execute(_STARTED_SQL, {
             "now": now, "until": now + timedelta(seconds=lease_s), "job": job_id,
@@ -125,4 +137,4 @@ def rollouts_started(
     got = [(row[3:9], Started(*row[9:12])) for row in rows if row[3] is not None]
     free = max_concurrent - live
     slots = min(limit + freed, free)
-    return got, free - slots if slots > 0 and len(got) >= slots else 0, freed > 0
+    return Took(got, free - slots if slots > 0 and len(got) >= slots else 0, freed > 0)

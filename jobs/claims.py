@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from jobs import claim_statement
 from jobs.attempts import Started, attempts_abandon, attempts_create
+from jobs.claim_statement import Took
 from jobs.events import seed_events_append
 from jobs.leases import SeedFinish, job_held_elsewhere, seed_runs_finish
 from jobs.models import EvalJob, JobStatus, SeedRun, SeedStatus
@@ -58,29 +59,25 @@ def rollouts_claim(
     backoff is over, and running seeds whose lease expired (their worker is gone). `token_hashes`
     holds at least `limit` fresh hashes, the first of them given to the attempts in order."""
     with transaction.atomic():
-        rollouts, room, _ = _rollouts_started(job_id, worker, limit, lease_s, token_hashes)
-    return RolloutClaim(rollouts, _pending_up_to(job_id=job_id, most=room))
+        took = _rollouts_started(job_id, worker, limit, lease_s, token_hashes)
+    return RolloutClaim(took.got, _pending_up_to(job_id=job_id, most=took.room))
 
 
 def _rollouts_started(
     job_id: str, worker: str, limit: int, lease_s: float, token_hashes: list[str],
     over: list[int] = (),
-) -> tuple[list[tuple[Claimed, Started]], int, bool]:  # fmt: skip
-    """The claim of a runner's rollouts, each with its attempt started (in the caller's
-    transaction), the job's free slots left and whether `over` held no slot (`_claimed`: a
-    seed more is claimed for each of those). On PostgreSQL, one statement after the job row's
+) -> Took:  # fmt: skip
+    """The claim of a runner's rollouts, `got` each with its attempt started (in the caller's
+    transaction), as `_claimed` counts them. On PostgreSQL, one statement after the job row's
     lock (`jobs.claim_statement`) unless a lease expired."""
     if connection.vendor == "postgresql" and (limit > 0 or over):
-        started = claim_statement.rollouts_started(
-            job_id, worker, limit, lease_s, token_hashes, over
-        )
-        if started is not None:
-            got, room, over_free = started
-            return [(Claimed(*claimed), attempt) for claimed, attempt in got], room, over_free
-    claimed, room, over_free = _claimed(job_id=job_id, worker=worker, limit=limit,
-                                        lease_s=lease_s, over=over)  # fmt: skip
-    attempts = attempts_create(claimed, token_hashes, worker=worker) if claimed else []
-    return list(zip(claimed, attempts, strict=True)), room, over_free
+        took = claim_statement.rollouts_started(job_id, worker, limit, lease_s, token_hashes, over)
+        if took is not None:
+            got = [(Claimed(*claimed), attempt) for claimed, attempt in took.got]
+            return took._replace(got=got)
+    took = _claimed(job_id=job_id, worker=worker, limit=limit, lease_s=lease_s, over=over)
+    attempts = attempts_create(took.got, token_hashes, worker=worker) if took.got else []
+    return took._replace(got=list(zip(took.got, attempts, strict=True)))
 
 
 def results_write_and_claim(
@@ -109,26 +106,24 @@ def results_write_and_claim(
     with transaction.atomic():
         written = seed_runs_finish(worker=worker, finishes=finishes)
         over, hashes = also_over() if also_over is not None else ([], [])
-        rollouts, _, over_free = _rollouts_started(
+        took = _rollouts_started(
             job_id, worker, limit, lease_s, [*token_hashes[:limit], *hashes], over
         )
-    return written, RolloutClaim(rollouts), over if over_free else []
+    return written, RolloutClaim(took.got), over if took.over_free else []
 
 
-def _claimed(
-    *, job_id: str, worker: str, limit: int, lease_s: float, over: list[int] = ()
-) -> tuple[list[Claimed], int, bool]:
-    """The claim of `rollouts_claim` (in its transaction) but its attempts' rows: the seed runs
-    claimed, in id order (their `attempts` counted on), the job's free slots left for other
-    runners when it took all it asked for, else 0 (`_pending_up_to` tells how many of them
-    another runner could fill now), and whether `over` held no slot: `worker`'s running seeds
+def _claimed(*, job_id: str, worker: str, limit: int, lease_s: float, over: list[int] = ()) -> Took:
+    """The claim of `rollouts_claim` (in its transaction) but its attempts' rows: `got` the seed
+    runs claimed, in id order (their `attempts` counted on), `room` the job's free slots left
+    for other runners when it took all it asked for, else 0 (`_pending_up_to` tells how many of
+    them another runner could fill now), and whether `over` held no slot: `worker`'s running seeds
     whose rollouts ended, their results not written yet, while no other worker holds one of
     the job's seeds (a seed more claimed for each). Every claim of the job waits for the job
     row's lock, held here for three statements (the lock, the running seeds counted, one
     UPDATE that picks, claims and returns) and the attempts' INSERT: across seven, a worker
     held to a tenth of a CPU held it for hundreds of milliseconds."""
     if limit <= 0 and not over:
-        return [], 0, False
+        return Took([], 0, False)
     now = timezone.now()
     # The job row lock serializes claims on one job across workers (PostgreSQL); SQLite
     # takes its write lock when the transaction begins (transaction_mode IMMEDIATE).
@@ -137,7 +132,7 @@ def _claimed(
     locked = EvalJob.objects.select_for_update(no_key=True).filter(pk=job_id)
     job = locked.values("status", "max_concurrent", "completed_at").first()
     if job is None or job["status"] != JobStatus.RUNNING or job["completed_at"] is not None:
-        return [], 0, False  # over, or ending (jobs.ending)
+        return Took([], 0, False)  # over, or ending (jobs.ending)
     seeds = SeedRun.objects.filter(job_id=job_id)
     counts = {"live": Count("pk", filter=Q(lease_expires_at__gt=now)),
               "expired": Count("pk", filter=Q(lease_expires_at__lte=now))}  # fmt: skip
@@ -151,13 +146,13 @@ def _claimed(
     slots = min(limit + freed, free)
     over_free = freed > 0
     if slots <= 0:
-        return [], 0, over_free
+        return Took([], 0, over_free)
     expired = _expired_take(seeds=seeds, slots=slots, now=now) if running["expired"] else []
     claimed = _claim_update(
         job_id=job_id, worker=worker, expired=expired, pending=slots - len(expired),
         until=now + timedelta(seconds=lease_s), now=now,
     )  # fmt: skip
-    return claimed, free - slots if len(claimed) >= slots else 0, over_free
+    return Took(claimed, free - slots if len(claimed) >= slots else 0, over_free)
 
 
 def _claim_update(

@@ -13,7 +13,7 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
@@ -63,6 +63,28 @@ def environment_busy_note(*, job_id: str, message: str, limit: int | None) -> No
     job_event_append(
         job_id=job_id, type=EventType.ENVIRONMENT_BUSY, data={"message": said, "limit": limit}
     )
+
+
+class EndedUnwritten:
+    """For `claims.results_write_and_claim`, called on the results' thread once a batch's
+    results are written: the seed runs whose rollouts ended meanwhile, waiting for the next
+    batch (not a failure that may stop the job), and a fresh token hash for each, their tokens
+    kept in `tokens`. Their slots are free at the task app; taken again now, the next batch
+    does not wait a write for them (in waves of 200 at 256 in flight, a batch's write held the
+    task app idle)."""
+
+    def __init__(self, source: RolloutSource) -> None:
+        self.source = source
+        self.tokens: list[str] = []
+
+    def __call__(self) -> tuple[list[int], list[str]]:
+        source, written = self.source, self.source.runner.written
+        ids = [
+            f.seed_run_id for f in source._finish_seeds.waiting()
+            if (source.name, f.seed_run_id) not in written and not source._may_stop(f)
+        ]  # fmt: skip
+        self.tokens = [tokens.token_new() for _ in ids]
+        return ids, [tokens.token_hash(t) for t in self.tokens]
 
 
 class RolloutSource:
@@ -136,54 +158,44 @@ class RolloutSource:
     async def _seeds_finish(self, finishes: list[leases.SeedFinish]) -> list[bool]:
         """Write a batch of results and, in the same transaction, claim seeds for the slots
         they free (`claims.results_write_and_claim`), started at once: the slots of this batch
-        not taken already by the batch before, and, while the process has CPU to spare, those
-        of the rollouts that ended while it was written (`_over_unwritten`). Not a batch with a
-        failure of a job with `max_failures`: the failure may stop the job (`_finish_failed`),
-        and then no rollout may start after it."""
+        not taken already by the batch before, and, when this runner may take them
+        (`_claims_ahead`), those of the rollouts that ended while it was written
+        (`EndedUnwritten`). Not a batch with a failure that may stop the job (`_may_stop`):
+        then no rollout may start after it."""
         runner = self.runner
-        stops = self.job.max_failures is not None and any(
-            f.status == SeedStatus.FAILED for f in finishes
-        )
+        stops = any(self._may_stop(f) for f in finishes)
         keys = [(self.name, f.seed_run_id) for f in finishes]
         freed = sum(1 for key in keys if key not in runner.written)
         limit = 0 if stops else runner.slots_reserve(freed=freed)
         fresh = [tokens.token_new() for _ in range(limit)]
-        early = runner.claiming and not stops and runner.lag.spare()
-        also_over = self._over_unwritten(fresh) if early else None
+        ended = EndedUnwritten(self) if not stops and self._claims_ahead() else None
         try:
             written, claim, over = await runner.db_results(
                 claims.results_write_and_claim, job_id=self.job.id, worker=runner.worker,
                 finishes=finishes, limit=limit, lease_s=runner.lease_s,
-                token_hashes=[tokens.token_hash(t) for t in fresh], also_over=also_over,
+                token_hashes=[tokens.token_hash(t) for t in fresh], also_over=ended,
             )  # fmt: skip
         finally:
             runner.slots_release(limit)
+        if over:  # their tokens follow this batch's own, as their hashes did
+            fresh += ended.tokens
         runner.results_written(keys + [(self.name, seed_run_id) for seed_run_id in over])
         for key, work in self._rollouts(claim, fresh):
             runner.claimed_start((self.name, key), work)
         return written
 
-    def _over_unwritten(self, fresh: list[str]) -> Callable[[], tuple[list[int], list[str]]]:
-        """For `claims.results_write_and_claim`, on the results' thread once a batch's results
-        are written: the seed runs whose rollouts ended meanwhile, waiting for the next batch
-        (not a failure of a job with `max_failures`, which may stop it), and a fresh token
-        hash for each, its token added to `fresh`. Their slots are free at the task app; taken
-        again now, the next batch does not wait a write for them (in waves of 200 at 256 in
-        flight, a batch's write held the task app idle). Not in a process short of CPU: four
-        workers held to a tenth of a CPU each ran a fifth slower so (docs/performance.md)."""
-        written, watch_failures = self.runner.written, self.job.max_failures is not None
+    def _may_stop(self, finish: leases.SeedFinish) -> bool:
+        """A failure of a job with `max_failures` may stop it (`_finish_failed`)."""
+        return self.job.max_failures is not None and finish.status == SeedStatus.FAILED
 
-        def over() -> tuple[list[int], list[str]]:
-            ids = [
-                f.seed_run_id for f in self._finish_seeds.waiting()
-                if (self.name, f.seed_run_id) not in written
-                and not (watch_failures and f.status == SeedStatus.FAILED)
-            ]  # fmt: skip
-            tokens_more = [tokens.token_new() for _ in ids]
-            fresh.extend(tokens_more)
-            return ids, [tokens.token_hash(t) for t in tokens_more]
-
-        return over
+    def _claims_ahead(self) -> bool:
+        """Whether a batch of results also takes the slots of the rollouts that ended while it
+        was written: while the runner claims, its slots cover the job's `max_concurrent` (it
+        asks no worker for a hand: a hand's runner would find every slot read `running`, and
+        never start one) and its process has CPU to spare (four workers held to a tenth of a
+        CPU each ran a fifth slower with it: docs/performance.md)."""
+        runner = self.runner
+        return runner.claiming and runner.cap >= self.job.max_concurrent and runner.lag.spare()
 
     async def _seed(self, seed_run: claims.Claimed, attempt, token: str) -> None:
         """One attempt at a seed (started by its claim, with a fresh token and run id): the

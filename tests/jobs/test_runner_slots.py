@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
+from jobs.worker.rollouts import RolloutSource
 from jobs.worker.runner import JobRunner
 
 
@@ -59,3 +62,20 @@ async def _a_task_ends() -> tuple[int, int]:
 def test_a_written_work_leaves_the_count_as_its_task_ends():
     during, left = asyncio.run(_a_task_ends())
     assert (during, left) == (0, 0)
+
+
+@pytest.mark.django_db
+def test_a_runner_takes_slots_ahead_of_the_write_only_when_its_own_cover_the_job(job):
+    """A batch of results takes the slots of the rollouts that ended while it was written only
+    for a runner that could hold the job's `max_concurrent` alone. One that asks for hands
+    would leave its hand's runner nothing: counting those as free, it kept every slot read
+    `running`, and three workers asked to share a job ran it on one."""
+    runner = JobRunner(job_id=job.id)
+    runner.job, runner.claiming = job, True
+    source = RolloutSource(runner)
+    runner.cap = job.max_concurrent - 1
+    asking = source._claims_ahead()
+    runner.cap = job.max_concurrent
+    covering = source._claims_ahead()
+    runner.claiming = False  # handing the job over, or draining
+    assert (asking, covering, source._claims_ahead()) == (False, True, False)
