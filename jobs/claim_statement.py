@@ -28,12 +28,13 @@ from jobs.models import AttemptStatus, EvalJob, JobStatus, RolloutAttempt, SeedR
 
 class Took(NamedTuple):
     """What a claim took: `got` (the seed runs claimed, with their attempts where started),
-    the job's free slots left for other runners (`room`), and whether the claiming worker's
-    seeds named as over held no slot (`over_free`: a seed more was claimed for each)."""
+    the job's free slots left for other runners (`room`), and how many of the claiming
+    worker's seeds named as over held no slot (`over_freed`: a seed more was claimed for
+    each)."""
 
     got: list[Any]
     room: int
-    over_free: bool
+    over_freed: int
 
 
 _q = connection.ops.quote_name
@@ -122,7 +123,7 @@ def rollouts_started(
         cursor.execute(_LOCK_SQL, [job_id])
         job = cursor.fetchone()
         if job is None or job[0] != JobStatus.RUNNING or job[2] is not None:
-            return Took([], 0, False)  # over, or ending (jobs.ending)
+            return Took([], 0, 0)  # over, or ending (jobs.ending)
         max_concurrent = job[1]
         cursor.execute(_STARTED_SQL, {
             "now": now, "until": now + timedelta(seconds=lease_s), "job": job_id,
@@ -137,4 +138,4 @@ def rollouts_started(
     got = [(row[3:9], Started(*row[9:12])) for row in rows if row[3] is not None]
     free = max_concurrent - live
     slots = min(limit + freed, free)
-    return Took(got, free - slots if slots > 0 and len(got) >= slots else 0, freed > 0)
+    return Took(got, free - slots if slots > 0 and len(got) >= slots else 0, freed)

@@ -102,14 +102,16 @@ def results_write_and_claim(
     hash for each: while no other worker holds the job's seeds, their slots are taken again by
     this claim too, not a batch later (another worker's claims cannot know of them, and would
     count them as held).
-    Returns (which results were written, the claim, those seed runs if their slots were)."""
+    Returns (which results were written, the claim, those seed runs if the slots of all of
+    them were taken). One whose lease was lost meanwhile holds no slot; then none is said to be
+    free, and the runner, counting them held a batch longer, claims less rather than more."""
     with transaction.atomic():
         written = seed_runs_finish(worker=worker, finishes=finishes)
         over, hashes = also_over() if also_over is not None else ([], [])
         took = _rollouts_started(
             job_id, worker, limit, lease_s, [*token_hashes[:limit], *hashes], over
         )
-    return written, RolloutClaim(took.got), over if took.over_free else []
+    return written, RolloutClaim(took.got), over if took.over_freed == len(over) else []
 
 
 def _claimed(*, job_id: str, worker: str, limit: int, lease_s: float, over: list[int] = ()) -> Took:
@@ -123,7 +125,7 @@ def _claimed(*, job_id: str, worker: str, limit: int, lease_s: float, over: list
     UPDATE that picks, claims and returns) and the attempts' INSERT: across seven, a worker
     held to a tenth of a CPU held it for hundreds of milliseconds."""
     if limit <= 0 and not over:
-        return Took([], 0, False)
+        return Took([], 0, 0)
     now = timezone.now()
     # The job row lock serializes claims on one job across workers (PostgreSQL); SQLite
     # takes its write lock when the transaction begins (transaction_mode IMMEDIATE).
@@ -132,7 +134,7 @@ def _claimed(*, job_id: str, worker: str, limit: int, lease_s: float, over: list
     locked = EvalJob.objects.select_for_update(no_key=True).filter(pk=job_id)
     job = locked.values("status", "max_concurrent", "completed_at").first()
     if job is None or job["status"] != JobStatus.RUNNING or job["completed_at"] is not None:
-        return Took([], 0, False)  # over, or ending (jobs.ending)
+        return Took([], 0, 0)  # over, or ending (jobs.ending)
     seeds = SeedRun.objects.filter(job_id=job_id)
     counts = {"live": Count("pk", filter=Q(lease_expires_at__gt=now)),
               "expired": Count("pk", filter=Q(lease_expires_at__lte=now))}  # fmt: skip
@@ -144,15 +146,14 @@ def _claimed(*, job_id: str, worker: str, limit: int, lease_s: float, over: list
     freed = running["over"] if over and running["others"] == 0 else 0
     free = job["max_concurrent"] - running["live"] + freed
     slots = min(limit + freed, free)
-    over_free = freed > 0
     if slots <= 0:
-        return Took([], 0, over_free)
+        return Took([], 0, freed)
     expired = _expired_take(seeds=seeds, slots=slots, now=now) if running["expired"] else []
     claimed = _claim_update(
         job_id=job_id, worker=worker, expired=expired, pending=slots - len(expired),
         until=now + timedelta(seconds=lease_s), now=now,
     )  # fmt: skip
-    return Took(claimed, free - slots if len(claimed) >= slots else 0, over_free)
+    return Took(claimed, free - slots if len(claimed) >= slots else 0, freed)
 
 
 def _claim_update(

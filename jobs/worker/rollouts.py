@@ -177,7 +177,7 @@ class RolloutSource:
             )  # fmt: skip
         finally:
             runner.slots_release(limit)
-        if over:  # their tokens follow this batch's own, as their hashes did
+        if ended is not None:  # their tokens follow this batch's own, as their hashes did
             fresh += ended.tokens
         runner.results_written(keys + [(self.name, seed_run_id) for seed_run_id in over])
         for key, work in self._rollouts(claim, fresh):

@@ -271,6 +271,26 @@ def test_a_batch_of_results_takes_the_slots_of_its_workers_rollouts_over_but_not
     assert len(alone.rollouts) == 1 and none == []
 
 
+def test_a_batch_says_no_slot_was_free_when_a_named_rollout_held_none(job):
+    """A seed run named as over that is no longer the worker's running one (its lease lost and
+    the seed given back meanwhile) holds no slot: the claim takes the slots of those that did,
+    and says none was free, so the runner counts them held a batch longer and claims less,
+    never more."""
+    hashes = iter(f"{n:064x}" for n in range(100))
+    claimed = claims.rollouts_claim(
+        job_id=job.id, worker="w1", limit=3, lease_s=60.0, token_hashes=[next(hashes) for _ in range(3)],
+    ).rollouts  # fmt: skip
+    ended = claimed[1][0]
+    given_back = SeedRun.objects.filter(job=job, status="pending").order_by("-id").first()
+    _, claim, over = claims.results_write_and_claim(
+        job_id=job.id, worker="w1", finishes=[], limit=0, lease_s=60.0, token_hashes=[],
+        also_over=lambda: ([ended.id, given_back.id], [next(hashes), next(hashes)]),
+    )  # fmt: skip
+    # max_concurrent 3, three running: one of the two named held a slot, and one seed took it.
+    assert len(claim.rollouts) == 1 and over == []
+    assert SeedRun.objects.filter(job=job, status="running").count() == 4
+
+
 def test_a_claim_holds_the_job_row_for_one_statement_on_postgresql(job):
     """Once a claim has the job row's lock, every other claim of the job waits: on PostgreSQL
     the running seeds' count, the claim and the attempts' start are one statement before the
