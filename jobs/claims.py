@@ -118,9 +118,9 @@ def _claimed(*, job_id: str, worker: str, limit: int, lease_s: float, over: list
     """The claim of `rollouts_claim` (in its transaction) but its attempts' rows: `got` the seed
     runs claimed, in id order (their `attempts` counted on), `room` the job's free slots left
     for other runners when it took all it asked for, else 0 (`_pending_up_to` tells how many of
-    them another runner could fill now), and whether `over` held no slot: `worker`'s running seeds
-    whose rollouts ended, their results not written yet, while no other worker holds one of
-    the job's seeds (a seed more claimed for each). Every claim of the job waits for the job
+    them another runner could fill now), and `over_freed`, how many of `over` held no slot:
+    `worker`'s running seeds whose rollouts ended, their results not written yet, while no
+    other worker holds one of the job's seeds (a seed more claimed for each). Every claim of the job waits for the job
     row's lock, held here for three statements (the lock, the running seeds counted, one
     UPDATE that picks, claims and returns) and the attempts' INSERT: across seven, a worker
     held to a tenth of a CPU held it for hundreds of milliseconds."""

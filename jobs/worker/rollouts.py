@@ -81,7 +81,7 @@ class EndedUnwritten:
         source, written = self.source, self.source.runner.written
         ids = [
             f.seed_run_id for f in source._finish_seeds.waiting()
-            if (source.name, f.seed_run_id) not in written and not source._may_stop(f)
+            if (source.name, f.seed_run_id) not in written and not source.may_stop(f)
         ]  # fmt: skip
         self.tokens = [tokens.token_new() for _ in ids]
         return ids, [tokens.token_hash(t) for t in self.tokens]
@@ -160,10 +160,10 @@ class RolloutSource:
         they free (`claims.results_write_and_claim`), started at once: the slots of this batch
         not taken already by the batch before, and, when this runner may take them
         (`_claims_ahead`), those of the rollouts that ended while it was written
-        (`EndedUnwritten`). Not a batch with a failure that may stop the job (`_may_stop`):
+        (`EndedUnwritten`). Not a batch with a failure that may stop the job (`may_stop`):
         then no rollout may start after it."""
         runner = self.runner
-        stops = any(self._may_stop(f) for f in finishes)
+        stops = any(self.may_stop(f) for f in finishes)
         keys = [(self.name, f.seed_run_id) for f in finishes]
         freed = sum(1 for key in keys if key not in runner.written)
         limit = 0 if stops else runner.slots_reserve(freed=freed)
@@ -184,7 +184,7 @@ class RolloutSource:
             runner.claimed_start((self.name, key), work)
         return written
 
-    def _may_stop(self, finish: leases.SeedFinish) -> bool:
+    def may_stop(self, finish: leases.SeedFinish) -> bool:
         """A failure of a job with `max_failures` may stop it (`_finish_failed`)."""
         return self.job.max_failures is not None and finish.status == SeedStatus.FAILED
 
