@@ -9,9 +9,11 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
-# Reinstalled when pyproject.toml changes. The `evalhub` command (client/) comes along.
+# Reinstalled when pyproject.toml changes. The `evalhub` command (client/) comes along, and
+# the `demo` extra (FastAPI and the OpenAI SDK): the example task app and the 30-line one of
+# docs/task-apps.md, which the first job of the docs serves from this virtualenv, need them.
 $(VENV)/.installed-run: pyproject.toml client/pyproject.toml | $(VENV)/bin/python
-	$(PY) -m pip install -q -e . -e ./client
+	$(PY) -m pip install -q -e '.[demo]' -e ./client
 	touch $@
 
 # The test and bench virtualenvs (eight of them, 4 GB) are installed with uv, from PyPI into
@@ -97,12 +99,7 @@ FAKE_LLM_PORT ?= 8011
 fake-llm: $(VENV)/.installed-run
 	exec $(PY) -m evalhub.fakeprovider --port $(FAKE_LLM_PORT)
 
-# The demo's example task app and fake provider need FastAPI and the OpenAI SDK (the `demo` extra).
-$(VENV)/.installed-demo: pyproject.toml | $(VENV)/bin/python
-	$(PY) -m pip install -q -e '.[demo]'
-	touch $@ $(VENV)/.installed-run
-
-demo: $(VENV)/.installed-demo
+demo: $(VENV)/.installed-run
 	exec $(PY) -m evalhub.demo $(DEMO_ARGS)
 
 # The test virtualenvs are independent of each other: built side by side.
