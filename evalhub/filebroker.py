@@ -16,6 +16,11 @@ publishing while another binds could read it empty: a JSONDecodeError, or no que
 message dropped. Here the table is replaced whole under a lock of its own, and a reader also sees
 the bindings its own process has declared.
 
+A consumer killed between taking a message and removing it leaves it taken (`.<name>.<id>.taken`):
+such a file is put back in its queue once it has been taken for `taken_stale_s` (the rename
+that took it set its change time), so the message is delivered again rather than lost (a
+`jobs.job_run` delivered twice joins the runner already there).
+
 An idle worker looks for a message every `polling_interval` seconds (one directory listing):
 kombu's 1 s was a second added to the start of each job and runner slice.
 """
@@ -26,7 +31,7 @@ import os
 import shutil
 import uuid
 from queue import Empty
-from time import monotonic
+from time import monotonic, time
 
 from kombu.exceptions import ChannelError
 from kombu.transport import filesystem, virtual
@@ -36,6 +41,9 @@ from kombu.utils.json import dumps, loads
 
 
 class Channel(filesystem.Channel):
+    # A message taken this long ago and still in the folder lost its consumer (see above).
+    taken_stale_s = 60.0
+
     def _put(self, queue, payload, **kwargs):
         name = f"{round(monotonic() * 1000)}_{uuid.uuid4()}.{queue}.msg"
         final = os.path.join(self.data_folder_out, name)
@@ -50,7 +58,11 @@ class Channel(filesystem.Channel):
     def _get(self, queue):
         wanted = f"{queue}.msg"
         folder = self.data_folder_in
-        for name in sorted(os.listdir(folder)):
+        names = os.listdir(folder)
+        for name in names:
+            if name.endswith(".taken"):
+                self._put_back_if_stale(folder, name)
+        for name in sorted(names):
             if name.partition(".")[2] != wanted:
                 continue
             taken = os.path.join(folder, f".{name}.{uuid.uuid4().hex}.taken")  # never a queue's
@@ -69,6 +81,16 @@ class Channel(filesystem.Channel):
                 raise ChannelError(f"Cannot read file {taken!r} from queue.") from exc
             return loads(bytes_to_str(payload))
         raise Empty()
+
+    def _put_back_if_stale(self, folder: str, name: str) -> None:
+        """Return a message its consumer took `taken_stale_s` ago or more to its queue, under
+        its own name (the next `_get` reads it; another consumer may put it back first)."""
+        taken = os.path.join(folder, name)
+        try:
+            if time() - os.stat(taken).st_ctime >= self.taken_stale_s:
+                os.rename(taken, os.path.join(folder, name[1:].rsplit(".", 2)[0]))
+        except OSError:  # read and removed meanwhile, or put back by another consumer
+            pass
 
     def get_table(self, exchange):
         """The bindings in the exchange's file and those this process has declared (kombu keeps

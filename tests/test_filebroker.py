@@ -7,13 +7,15 @@ import collections
 import queue as queues
 import tempfile
 import threading
+import time
+import uuid
 from pathlib import Path
 
 import pytest
 from kombu import Connection, Exchange, Queue
 from kombu.transport.virtual import BrokerState
 
-from evalhub.filebroker import Transport
+from evalhub.filebroker import Channel, Transport
 
 MESSAGES = 3000
 BODY = "x" * 100_000
@@ -141,3 +143,29 @@ def test_a_deleted_queue_leaves_the_exchange_and_the_other_queues_bound(tmp_path
         assert [q.queue for q in channel.get_table("routes")] == ["a"]
     with _connection(tmp_path) as conn:  # as another process
         assert [q.queue for q in conn.channel().get_table("routes")] == ["a"]
+
+
+def test_a_message_whose_consumer_died_holding_it_is_delivered_again(tmp_path, monkeypatch):
+    """A consumer killed between taking a message (the rename) and removing it left it taken
+    for ever: the job it carried waited for its redispatch. It goes back in its queue once it
+    has been taken `taken_stale_s`; one taken more recently is a live consumer's, left alone."""
+    with _connection(tmp_path) as conn:
+        queue = conn.SimpleQueue("orphans")
+        for i in range(3):
+            queue.put({"i": i})
+        first = sorted(p for p in tmp_path.iterdir() if p.name.endswith(".orphans.msg"))[0]
+        first.rename(tmp_path / f".{first.name}.{uuid.uuid4().hex}.taken")  # and then killed
+        got = [queue.get(timeout=5) for _ in range(2)]
+        for message in got:
+            message.ack()
+        with pytest.raises(queues.Empty):
+            queue.get(timeout=0.5)
+        assert len(list(tmp_path.glob(".*.taken"))) == 1
+        monkeypatch.setattr(Channel, "taken_stale_s", 0.2)
+        time.sleep(0.3)
+        message = queue.get(timeout=5)
+        message.ack()
+        assert sorted(m.payload["i"] for m in (*got, message)) == [0, 1, 2]
+        assert not list(tmp_path.glob(".*.taken"))
+        with pytest.raises(queues.Empty):
+            queue.get(timeout=0.5)
