@@ -80,7 +80,7 @@ class EndedUnwritten:
     def __call__(self) -> tuple[list[int], list[str]]:
         source, written = self.source, self.source.runner.written
         ids = [
-            f.seed_run_id for f in source._finish_seeds.waiting()
+            f.seed_run_id for f in source.finishes_waiting()
             if (source.name, f.seed_run_id) not in written and not source.may_stop(f)
         ]  # fmt: skip
         self.tokens = [tokens.token_new() for _ in ids]
@@ -99,6 +99,11 @@ class RolloutSource:
         # Results written by many rollouts at once share a transaction.
         self._finish_seeds = Batcher(self._seeds_finish)
         self.busy_said = False
+
+    def finishes_waiting(self) -> list[leases.SeedFinish]:
+        """The ended rollouts' results waiting for the next batch (a copy: safe to read from the
+        results' thread while a batch is written)."""
+        return self._finish_seeds.waiting()
 
     async def open(self, stack: contextlib.AsyncExitStack) -> bool:
         """Ready the task-app clients; a pending job's task app is probed first and the job
