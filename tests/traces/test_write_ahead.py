@@ -2,6 +2,7 @@
 answer, or marked lost when its web process died first: then its usage is unknown, counted
 as such in the result rows, the summary and the trace document, never as 0."""
 
+import contextlib
 import datetime as dt
 import threading
 
@@ -220,3 +221,57 @@ def test_the_writer_threads_write_ahead_and_complete_every_call_and_checkpoint_s
     assert set(rows.values_list("state", flat=True)) == {CallState.DONE}
     # 600 rows written (300 ahead, 300 completed): a checkpoint every _CHECKPOINT_ROWS.
     assert writer._checkpoints.made >= 600 // writers._CHECKPOINT_ROWS - 1
+
+
+@pytest.mark.parametrize("more_coming", [True, False], ids=["calls-in-flight", "a-lone-call"])
+def test_answers_share_a_save_only_while_other_calls_are_in_flight(more_coming):
+    """The completions' thread gathers the answers that arrive soon after the first while other
+    calls are in flight (at 8 and 32 callers a save held 1.3 calls); a lone caller's answer is
+    saved at once: its next call's row, written ahead, would wait for a late save on SQLite."""
+    from traces.interceptor.writer import _Queue
+
+    answers = _Queue()
+    answers.put_nowait("first")
+    threading.Timer(0.2, answers.put_nowait, args=("second",)).start()
+    gathered: list[str] = []
+    answers.gather(2.0, gathered.append, lambda: more_coming)
+    assert gathered == (["first", "second"] if more_coming else ["first"])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_writer_counts_the_calls_in_flight_back_to_none():
+    """What the completions' thread reads to know more answers will come: a try written ahead
+    counts until it is submitted, whether it was answered, failed or its caller went."""
+    import asyncio
+
+    from traces.interceptor.writer import CallWriter
+
+    if connection.vendor != "sqlite":
+        pytest.skip("the writer's threads keep their connections: the test database would stay")
+    owner = get_user_model().objects.create(username="f")
+    job = EvalJob.objects.create(owner=owner, task_app_url="http://x", num_seeds=1)
+    a = _attempt(job, 1)
+    writer = CallWriter()
+    seen: list[int] = []
+
+    async def call(gone: bool) -> None:
+        record = _record(a.id, timezone.now())
+        task = asyncio.create_task(writer.ahead(record))
+        if gone:  # the caller went while its row was being written
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            return
+        await task
+        seen.append(writer.in_flight)
+        await asyncio.sleep(0.01)  # the provider
+        writer.submit(record)
+
+    async def calls():
+        await asyncio.gather(*(call(gone=n % 5 == 0) for n in range(40)))
+
+    asyncio.run(calls())
+    writer.flush()
+    assert max(seen) > 1
+    assert writer.in_flight == 0
+    assert LLMCall.objects.filter(attempt=a, state=CallState.DONE).count() == 32

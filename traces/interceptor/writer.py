@@ -10,10 +10,14 @@ completions of other calls.
 
 Answered calls (`submit`) have their usage and cost read, and counted against budgets and
 rollout limits, as soon as they arrive; their rows are completed in place (or inserted, for a
-call that never reached a provider) at once, with whatever else is queued by then: a lone call
-is never held back waiting for company, and under load the calls that finish while one save
-runs share the next. Answers still queued when the process is killed (SIGKILL) leave their
-rows in flight; a normal stop flushes them (the ASGI lifespan's shutdown).
+call that never reached a provider) with whatever is queued by then and, while other calls
+are in flight, those answered within `_COMPLETIONS_GATHER_S` of the first: a lone caller's
+call is saved at once (its next call's row, written ahead, would wait for a late save on
+SQLite), and under load calls share a save. The caller has its answer already: what waits is
+its row, not the caller. Saved as they came, at 8 and 32 callers a save held 1.3 calls on
+average, and a save's statements and transaction cost the web process several calls' rows
+(`bench/bench_call_rows.py`). Answers still queued when the process is killed (SIGKILL) leave
+their rows in flight; a normal stop flushes them (the ASGI lifespan's shutdown).
 
 On SQLite (the embedded default) the two threads take turns on a lock of ours for their
 transactions (`_SQLITE_TURNS`), and only the completions' thread checkpoints the write-ahead
@@ -25,6 +29,7 @@ slowest 1% of the calls at one caller (docs/performance.md)."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import queue
 import threading
@@ -41,6 +46,8 @@ log = logging.getLogger(__name__)
 
 _BATCH = 200
 _TRIES = 3
+# Answered calls that arrive this soon after the first of a save share it (see above).
+_COMPLETIONS_GATHER_S = 0.005
 
 # SQLite: one writer thread's transaction at a time (see the module's docstring).
 _SQLITE_TURNS = threading.Lock()
@@ -76,6 +83,24 @@ class _Queue:
                 break
         return items
 
+    def gather(self, within_s: float, each: Callable, more_coming: Callable[[], bool]) -> None:
+        """Wait for the next item and hand it to `each`, then every item queued meanwhile and,
+        while `more_coming()`, those that arrive within `within_s` of it (up to _BATCH in all),
+        each as it comes."""
+        each(self.items.get())
+        deadline = time.monotonic() + within_s
+        for _ in range(_BATCH - 1):
+            try:
+                item = self.items.get_nowait()
+            except queue.Empty:
+                if not more_coming() or (wait := deadline - time.monotonic()) <= 0:
+                    return
+                try:
+                    item = self.items.get(timeout=wait)
+                except queue.Empty:
+                    return
+            each(item)
+
     def pending(self) -> int:
         return self.put - self.done
 
@@ -88,6 +113,9 @@ class CallWriter:
         self._lock = threading.Lock()
         self._on_built = on_built
         self._checkpoints = _Checkpoints()
+        # Calls forwarded and not answered yet (each try written ahead and not submitted):
+        # counted on the event loop's thread, read by the completions' to know more will come.
+        self.in_flight = 0
 
     async def ahead(self, record: services.CallRecord) -> None:
         """Return once the call's row is in the database, in flight (`record.row_id`); 503
@@ -96,8 +124,14 @@ class CallWriter:
         future = loop.create_future()
         self._start()
         self._ahead.put_nowait((record, future, loop))
-        row_id = await future
+        self.in_flight += 1
+        try:
+            row_id = await future
+        except BaseException:  # the caller went: it will not be answered
+            self.in_flight -= 1
+            raise
         if row_id is None:
+            self.in_flight -= 1
             raise InterceptorError(
                 503, "service_unavailable", "The interceptor cannot record the call."
             )
@@ -106,6 +140,8 @@ class CallWriter:
     def submit(self, record: services.CallRecord) -> None:
         """Record an answered (or refused) call: its row written ahead is completed."""
         self._start()
+        if record.row_id is not None:  # answered (or failed) after its row was written ahead
+            self.in_flight -= 1
         self._queue.put_nowait(record)
 
     def _start(self) -> None:
@@ -126,12 +162,12 @@ class CallWriter:
 
     def _run(self) -> None:
         while True:
-            records = self._queue.drain()
-            metrics.writer_backlog_set(queue="completions", size=self._queue.items.qsize())
+            records: list = []
+            calls: list = []
+            take = functools.partial(self._take, calls=calls, taken=records)
             try:
-                calls: list = []
-                for record in records:
-                    self._take(record, calls)
+                self._queue.gather(_COMPLETIONS_GATHER_S, take, lambda: self.in_flight > 0)
+                metrics.writer_backlog_set(queue="completions", size=self._queue.items.qsize())
                 self._save(services.llm_calls_save, calls)
                 self._checkpoints.due()
             finally:
@@ -167,9 +203,10 @@ class CallWriter:
             for loop, resolved in by_loop.items():
                 loop.call_soon_threadsafe(_resolve, resolved)
 
-    def _take(self, record: services.CallRecord, calls: list) -> None:
+    def _take(self, record: services.CallRecord, calls: list, taken: list) -> None:
         """Read the record's usage and count its spending at once (budgets and rollout limits
-        see it before the row becomes visible)."""
+        see it before the row becomes visible); its row goes in `calls`, itself in `taken`."""
+        taken.append(record)
         try:
             built = [services.llm_call_build(record=record)]
         except Exception:
