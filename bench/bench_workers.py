@@ -381,13 +381,15 @@ def main() -> int:
             rounds = range(args.capped_rounds if args.worker_cpu else 0)
             for capped_round, workers in ((r, w) for r in rounds for w in args.workers):
                 run = run_job(workers=workers, task_url=task_url, seeds=args.seeds,
-                              max_concurrent=args.max_concurrent, worker_cpu=args.worker_cpu)  # fmt: skip
+                              max_concurrent=args.max_concurrent, worker_cpu=args.worker_cpu,
+                              count_queries=args.count_queries)  # fmt: skip
                 run["round"] = capped_round
                 print(f"{workers} worker(s) at {args.worker_cpu} CPU each: {run['succeeded']}/"
                       f"{args.seeds} succeeded, run {run['run_s']:.2f}s, "
                       f"{run['rollouts_per_s']:.1f} rollouts/s, {run['cpu_ms_per_rollout']:.2f} ms "
                       f"worker CPU per rollout; throttled in "
                       f"{run['throttled']:.0%} of periods" + _span_print(run), flush=True)  # fmt: skip
+                _queries_print(run["queries"])
                 out.setdefault("capped", []).append(run)
         if args.wall_delay > 0:
             with task_app_served(delay_s=args.wall_delay) as (task_url, task_app):
