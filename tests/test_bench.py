@@ -8,6 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+import cpucap  # noqa: E402 - the benchmarks' own module, as they import it
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -40,3 +43,42 @@ def test_the_zip_benchmark_reads_the_members_its_workers_kept(tmp_path):
     for download in ("build", "assembled", "stored"):
         assert figures[download]["entries"] == 201  # each seed's member and the manifest
     assert all(figures[step]["s"] > 0 for step in ("build", "members", "assembled", "worker"))
+
+
+def _bench(tmp_path, *args: str) -> dict:
+    out = tmp_path / "figures.json"
+    done = subprocess.run(
+        [sys.executable, *args, "--json", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    return json.loads(out.read_text())
+
+
+def test_the_workers_benchmark_runs_its_series_and_counts_their_statements(tmp_path):
+    """Uncapped, capped (where this machine allows a cgroup of one's own) and the wall time
+    against the direct client, each job whole, with the statements of every worker counted."""
+    figures = _bench(
+        tmp_path, "bench/bench_workers.py", "--seeds", "60", "--workers", "1", "2",
+        "--max-concurrent", "16", "--wall-delay", "0.01", "--worker-cpu", "0.5",
+        "--capped-rounds", "1", "--count-queries",
+    )  # fmt: skip
+    runs = figures["runs"] + figures.get("capped", [])
+    assert [r["workers"] for r in figures["runs"]] == [1, 2]
+    if cpucap.why_not() is None:
+        assert [r["workers"] for r in figures["capped"]] == [1, 2]
+        assert all(r["throttled"] is not None for r in figures["capped"])
+    for run in runs:
+        assert (run["status"], run["succeeded"]) == ("completed", 60)
+        assert run["rollouts_per_s"] > 0 and run["cpu_ms_per_rollout"] > 0
+        assert sum(q["per_rollout"] for q in run["queries"].values()) > 0
+        assert "COMMIT" in run["queries"]
+    wall = figures["wall"]
+    assert wall["direct_s"] > 0 and wall["evalhub_wall_s"] > 0
+
+
+def test_the_summary_benchmark_times_a_summary_of_every_sample(tmp_path):
+    figures = _bench(tmp_path, "bench/bench_summary.py", "--samples", "200", "--rounds", "2")
+    assert figures["samples"] == 200
+    assert 0 < figures["cpu_s_best"] <= figures["cpu_s_median"]
+    assert 0 < figures["wall_s_best"] <= figures["wall_s_median"]
