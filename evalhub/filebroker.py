@@ -77,6 +77,8 @@ class Channel(filesystem.Channel):
                     shutil.move(taken, os.path.join(self.processed_folder, name))
                 else:
                     os.remove(taken)
+            except FileNotFoundError:  # put back as stale meanwhile: read again from there
+                continue
             except OSError as exc:
                 raise ChannelError(f"Cannot read file {taken!r} from queue.") from exc
             return loads(bytes_to_str(payload))
