@@ -123,8 +123,11 @@ test:
 
 # One table, every figure beside its baseline measured in the same run (bench/run_all.py).
 # BENCH_ARGS=--quick checks that it works in a few minutes (its figures are noise).
+# As for the suite, the bytecode is written once: with PYTHONDONTWRITEBYTECODE set, every worker
+# and web process the benchmarks start compiled all it imported (most of a capped worker's minute
+# of start-up).
 bench: $(VENV)/.installed-dev .venv-bench/.installed
-	$(PY) bench/run_all.py $(BENCH_ARGS)
+	env -u PYTHONDONTWRITEBYTECODE $(PY) bench/run_all.py $(BENCH_ARGS)
 
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .
