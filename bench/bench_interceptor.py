@@ -277,15 +277,21 @@ def saturation(urls: dict[str, str], pids: dict[str, int], *, calls: int, concur
     out: dict = {"calls": calls, "concurrency": concurrency}
     load = [sys.executable, str(ROOT / "bench" / "load.py")]
     runs: dict[str, list[tuple[float, float]]] = {name: [] for name in pids}
+
+    def driven(name: str, n: int) -> float:
+        """Seconds `n` calls took; the load generator's last words when it failed."""
+        done = subprocess.run([*load, urls[name], str(n), str(concurrency)],
+                              capture_output=True, text=True)  # fmt: skip
+        if done.returncode:
+            raise SystemExit(f"the load on {name} failed: {done.stderr.strip()[-2000:]}")
+        return float(done.stdout.split()[-1])
+
     for name in pids:  # warm: pooled connections, the first rows written
-        subprocess.run([*load, urls[name], "300", str(concurrency)], check=True,
-                       capture_output=True)  # fmt: skip
+        driven(name, 300)
     for _ in range(rounds):
         for name, pid in pids.items():
             before = cpu_ms(pid)
-            done = subprocess.run([*load, urls[name], str(calls), str(concurrency)],
-                                  check=True, capture_output=True, text=True)  # fmt: skip
-            seconds = float(done.stdout.split()[-1])
+            seconds = driven(name, calls)
             time.sleep(0.2)  # the records of the round written (evalhub's writer threads)
             runs[name].append((calls / seconds, (cpu_ms(pid) - before) / calls))
     for name, values in runs.items():
