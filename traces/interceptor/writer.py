@@ -74,13 +74,8 @@ class _Queue:
         """The next item, and whatever queued meanwhile (up to _BATCH): they share one save,
         whose transaction and statements cost little more than a lone call's. Nothing waits
         for more."""
-        get = self.items.get_nowait
-        items = [self.items.get()]
-        while len(items) < _BATCH:
-            try:
-                items.append(get())
-            except queue.Empty:
-                break
+        items: list = []
+        self.gather(0.0, items.append, lambda: False)
         return items
 
     def gather(self, within_s: float, each: Callable, more_coming: Callable[[], bool]) -> None:
