@@ -9,6 +9,7 @@ import ssl
 import time
 
 import aiohttp
+import anyio
 import httpx
 from django.conf import settings
 
@@ -31,10 +32,13 @@ def ssl_context() -> ssl.SSLContext:
 
 def warm() -> None:
     """Build what a process's first runner would: the TLS context and the modules of httpx's
-    transport (httpcore, h11, h2), 80-90 ms of CPU. Each worker lending a hand to a job paid
-    it as its runner started, a second late at a tenth of a CPU; a worker builds it as it
-    starts (`jobs.tasks`), before its heap is frozen (`evalhub.heap`)."""
+    transport (httpcore, h11, h2), 80-90 ms of CPU, and anyio's asyncio backend, which
+    httpcore loads on its first request (the first job's probe of its task app took 14 ms
+    instead of half of one). Each worker lending a hand to a job paid it as its runner started,
+    a second late at a tenth of a CPU; a worker builds it as it starts (`jobs.tasks`), before
+    its heap is frozen (`evalhub.heap`)."""
     httpx.AsyncHTTPTransport(verify=ssl_context())
+    anyio.run(anyio.sleep, 0)
 
 
 class ClientPool:
