@@ -73,8 +73,9 @@ WITH counted AS (
                           AND {_s["lease_owner"]} = %(worker)s) AS over
   FROM {_SEEDS} WHERE {_s["job"]} = %(job)s AND {_s["status"]} = %(running)s
 ), running AS (
-  SELECT live - freed AS live, expired, freed
-  FROM (SELECT *, CASE WHEN others = 0 THEN over ELSE 0 END AS freed FROM counted) AS c
+  SELECT live - freed AS live, expired, freed, ahead
+  FROM (SELECT *, CASE WHEN others = 0 THEN over ELSE 0 END AS freed,
+               CASE WHEN others = 0 THEN %(ahead)s ELSE 0 END AS ahead FROM counted) AS c
 ), claimed AS (
   UPDATE {_SEEDS} SET {_s["status"]} = %(running)s, {_s["lease_owner"]} = %(worker)s,
     {_s["lease_expires_at"]} = %(until)s, {_s["not_before"]} = NULL,
@@ -84,7 +85,8 @@ WITH counted AS (
     SELECT {_s["id"]} FROM {_SEEDS} WHERE {_s["job"]} = %(job)s AND {_PENDING_NOW}
     ORDER BY {_s["id"]}
     LIMIT (SELECT CASE WHEN expired > 0 THEN 0
-                  ELSE GREATEST(0, LEAST(%(limit)s + freed, %(max)s - live)) END FROM running)
+                  ELSE GREATEST(0, LEAST(%(limit)s + freed, %(max)s + ahead - live)) END
+           FROM running)
   ) AND {_PENDING_NOW}
   RETURNING {", ".join(_s[name] for name in _CLAIMED)}
 ), numbered AS (
@@ -99,7 +101,7 @@ WITH counted AS (
     ON r.n = c.n
   RETURNING {_a["id"]}, {_a["seed_run"]}, {_a["number"]}, {_a["run_id"]}
 )
-SELECT r.live, r.expired, r.freed, {", ".join(f"c.{_s[name]}" for name in _CLAIMED)},
+SELECT r.live, r.expired, r.freed, r.ahead, {", ".join(f"c.{_s[name]}" for name in _CLAIMED)},
   s.{_a["id"]}, s.{_a["number"]}, s.{_a["run_id"]}
 FROM running r LEFT JOIN (numbered c JOIN started s ON s.{_a["seed_run"]} = c.{_s["id"]}) ON TRUE
 ORDER BY c.{_s["id"]}
@@ -108,7 +110,7 @@ ORDER BY c.{_s["id"]}
 
 def rollouts_started(
     job_id: str, worker: str, limit: int, lease_s: float, token_hashes: list[str],
-    over: list[int] = (),
+    over: list[int] = (), ahead: int = 0,
 ) -> Took | None:  # fmt: skip
     """In the caller's transaction, under the job row's lock: up to `limit` pending seeds
     claimed, and one more for each of `over` that holds no slot, each with its attempt
@@ -129,13 +131,13 @@ def rollouts_started(
             "now": now, "until": now + timedelta(seconds=lease_s), "job": job_id,
             "running": SeedStatus.RUNNING, "pending": SeedStatus.PENDING, "worker": worker,
             "limit": limit, "max": max_concurrent, "attempt_running": AttemptStatus.RUNNING,
-            "run_ids": run_ids, "hashes": token_hashes[:most], "over": list(over),
+            "run_ids": run_ids, "hashes": token_hashes[:most], "over": list(over), "ahead": ahead,
         })  # fmt: skip
         rows = cursor.fetchall()
-    live, expired, freed = rows[0][0], rows[0][1], rows[0][2]
+    live, expired, freed, alone_ahead = rows[0][0], rows[0][1], rows[0][2], rows[0][3]
     if expired:
         return None
-    got = [(row[3:9], Started(*row[9:12])) for row in rows if row[3] is not None]
+    got = [(row[4:10], Started(*row[10:13])) for row in rows if row[4] is not None]
     free = max_concurrent - live
-    slots = min(limit + freed, free)
-    return Took(got, free - slots if slots > 0 and len(got) >= slots else 0, freed)
+    slots = min(limit + freed, free + alone_ahead)
+    return Took(got, max(0, free - slots) if slots > 0 and len(got) >= slots else 0, freed)

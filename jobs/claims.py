@@ -2,7 +2,9 @@
 never more than the job's `max_concurrent` under live leases over all workers (leases and
 results: jobs.leases; attempts: jobs.attempts), less the claiming worker's seeds whose rollouts
 it says are over, their results not written yet, while no other worker holds one of the job's
-seeds (`over`: their slots at the task app are free).
+seeds (`over`: their slots at the task app are free), and then plus `ahead`: seeds the
+runner holds at its gate, posted as the task app answers others (jobs.worker.rollouts), never
+counted as room for another runner.
 
 Claimable are pending seeds whose backoff is over and running seeds whose lease expired (their
 worker is gone: taken again, counted as a loss). A claim also says how many seeds it left that
@@ -51,31 +53,37 @@ class RolloutClaim:
 
 
 def rollouts_claim(
-    *, job_id: str, worker: str, limit: int, lease_s: float, token_hashes: list[str]
-) -> RolloutClaim:
+    *, job_id: str, worker: str, limit: int, lease_s: float, token_hashes: list[str],
+    ahead: int = 0,
+) -> RolloutClaim:  # fmt: skip
     """Claim up to `limit` seed runs of a running job for `worker`, never more than the job's
-    `max_concurrent` held under live leases over all workers, and start each one's attempt,
-    in one transaction (one round of statements for both). Claimable: pending seeds whose
-    backoff is over, and running seeds whose lease expired (their worker is gone). `token_hashes`
-    holds at least `limit` fresh hashes, the first of them given to the attempts in order."""
+    `max_concurrent` held under live leases over all workers (`ahead` more while no other
+    worker holds one of the job's seeds: see the module), and start each one's attempt, in one
+    transaction (one round of statements for both). Claimable: pending seeds whose backoff is
+    over, and running seeds whose lease expired (their worker is gone). `token_hashes` holds at
+    least `limit` fresh hashes, the first of them given to the attempts in order."""
     with transaction.atomic():
-        took = _rollouts_started(job_id, worker, limit, lease_s, token_hashes)
+        took = _rollouts_started(job_id, worker, limit, lease_s, token_hashes, ahead=ahead)
     return RolloutClaim(took.got, _pending_up_to(job_id=job_id, most=took.room))
 
 
 def _rollouts_started(
     job_id: str, worker: str, limit: int, lease_s: float, token_hashes: list[str],
-    over: list[int] = (),
+    over: list[int] = (), ahead: int = 0,
 ) -> Took:  # fmt: skip
     """The claim of a runner's rollouts, `got` each with its attempt started (in the caller's
     transaction), as `_claimed` counts them. On PostgreSQL, one statement after the job row's
     lock (`jobs.claim_statement`) unless a lease expired."""
     if connection.vendor == "postgresql" and (limit > 0 or over):
-        took = claim_statement.rollouts_started(job_id, worker, limit, lease_s, token_hashes, over)
+        took = claim_statement.rollouts_started(
+            job_id, worker, limit, lease_s, token_hashes, over, ahead
+        )
         if took is not None:
             got = [(Claimed(*claimed), attempt) for claimed, attempt in took.got]
             return took._replace(got=got)
-    took = _claimed(job_id=job_id, worker=worker, limit=limit, lease_s=lease_s, over=over)
+    took = _claimed(
+        job_id=job_id, worker=worker, limit=limit, lease_s=lease_s, over=over, ahead=ahead
+    )
     attempts = attempts_create(took.got, token_hashes, worker=worker) if took.got else []
     return took._replace(got=list(zip(took.got, attempts, strict=True)))
 
@@ -89,6 +97,7 @@ def results_write_and_claim(
     lease_s: float,
     token_hashes: list[str],
     also_over: Callable[[], tuple[list[int], list[str]]] | None = None,
+    ahead: int = 0,
 ) -> tuple[list[bool], RolloutClaim, list[int]]:
     """`seed_runs_finish` of a batch of results, then the claim of up to `limit` rollouts to
     replace them (`rollouts_claim`, with no `room`), in one transaction. A seed counts against
@@ -109,12 +118,14 @@ def results_write_and_claim(
         written = seed_runs_finish(worker=worker, finishes=finishes)
         over, hashes = also_over() if also_over is not None else ([], [])
         took = _rollouts_started(
-            job_id, worker, limit, lease_s, [*token_hashes[:limit], *hashes], over
+            job_id, worker, limit, lease_s, [*token_hashes[:limit], *hashes], over, ahead
         )
     return written, RolloutClaim(took.got), over if took.over_freed == len(over) else []
 
 
-def _claimed(*, job_id: str, worker: str, limit: int, lease_s: float, over: list[int] = ()) -> Took:
+def _claimed(
+    *, job_id: str, worker: str, limit: int, lease_s: float, over: list[int] = (), ahead: int = 0
+) -> Took:
     """The claim of `rollouts_claim` (in its transaction) but its attempts' rows: `got` the seed
     runs claimed, in id order (their `attempts` counted on), `room` the job's free slots left
     for other runners when it took all it asked for, else 0 (`_pending_up_to` tells how many of
@@ -138,14 +149,16 @@ def _claimed(*, job_id: str, worker: str, limit: int, lease_s: float, over: list
     seeds = SeedRun.objects.filter(job_id=job_id)
     counts = {"live": Count("pk", filter=Q(lease_expires_at__gt=now)),
               "expired": Count("pk", filter=Q(lease_expires_at__lte=now))}  # fmt: skip
-    if over:  # ended, their results not written yet: no slot held while no other worker runs
+    if over or ahead:  # while no other worker holds one of the job's seeds
         counts["others"] = Count("pk", filter=~Q(lease_owner=worker))
+    if over:  # ended, their results not written yet: no slot held while no other worker runs
         counts["over"] = Count("pk", filter=Q(lease_expires_at__gt=now, pk__in=list(over),
                                               lease_owner=worker))  # fmt: skip
     running = seeds.filter(status=SeedStatus.RUNNING).aggregate(**counts)
-    freed = running["over"] if over and running["others"] == 0 else 0
+    alone = (over or ahead) and running["others"] == 0
+    freed = running["over"] if over and alone else 0
     free = job["max_concurrent"] - running["live"] + freed
-    slots = min(limit + freed, free)
+    slots = min(limit + freed, free + (ahead if alone else 0))
     if slots <= 0:
         return Took([], 0, freed)
     expired = _expired_take(seeds=seeds, slots=slots, now=now) if running["expired"] else []
@@ -153,7 +166,7 @@ def _claimed(*, job_id: str, worker: str, limit: int, lease_s: float, over: list
         job_id=job_id, worker=worker, expired=expired, pending=slots - len(expired),
         until=now + timedelta(seconds=lease_s), now=now,
     )  # fmt: skip
-    return Took(claimed, free - slots if len(claimed) >= slots else 0, freed)
+    return Took(claimed, max(0, free - slots) if len(claimed) >= slots else 0, freed)
 
 
 def _claim_update(

@@ -98,6 +98,8 @@ class RolloutSource:
         self.redactor = job_redactor(job=self.job)
         # Results written by many rollouts at once share a transaction.
         self._finish_seeds = Batcher(self._seeds_finish)
+        # The task app holds at most max_concurrent of the runner's rollouts (`ahead`).
+        self.gate = asyncio.Semaphore(self.job.max_concurrent)
         self.busy_said = False
 
     def finishes_waiting(self) -> list[leases.SeedFinish]:
@@ -141,6 +143,7 @@ class RolloutSource:
         claim = await self.runner.db(
             claims.rollouts_claim, job_id=self.job.id, worker=self.runner.worker, limit=limit,
             lease_s=self.runner.lease_s, token_hashes=[tokens.token_hash(t) for t in fresh],
+            ahead=self.ahead(),
         )  # fmt: skip
         return self._rollouts(claim, fresh), claim.room
 
@@ -179,6 +182,7 @@ class RolloutSource:
                 claims.results_write_and_claim, job_id=self.job.id, worker=runner.worker,
                 finishes=finishes, limit=limit, lease_s=runner.lease_s,
                 token_hashes=[tokens.token_hash(t) for t in fresh], also_over=ended,
+                ahead=0 if stops else self.ahead(),
             )  # fmt: skip
         finally:
             runner.slots_release(limit)
@@ -202,6 +206,17 @@ class RolloutSource:
         runner = self.runner
         return runner.claiming and runner.cap >= self.job.max_concurrent and runner.lag.spare()
 
+    def ahead(self) -> int:
+        """How many rollouts more than `max_concurrent` the runner may hold, claimed and
+        waiting at the `gate` to start as soon as a rollout at the task app answers: half of
+        `max_concurrent`, when it may claim ahead at all (`_claims_ahead`) and no failure
+        can stop the job (`may_stop`: then no rollout may start after one). Claimed in turns,
+        a batch of results at a time, the slots of 256 rollouts of 50 ms were idle a quarter
+        of the time, waiting for the batch that took them again (docs/performance.md)."""
+        if self.job.max_failures is not None or not self._claims_ahead():
+            return 0
+        return -(-self.job.max_concurrent // 2)
+
     async def _seed(self, seed_run: claims.Claimed, attempt, token: str) -> None:
         """One attempt at a seed (started by its claim, with a fresh token and run id): the
         rollout, then its result or a retry later."""
@@ -222,15 +237,18 @@ class RolloutSource:
         hold = AnswerHold()
         traceparent = attempt_traceparent(job.id, seed_run.seed, seed_run.repeat, attempt.number)
         try:
-            started = time.perf_counter()
-            metrics.rollout_started(kind=job.task_app_kind)
-            try:
-                outcome, error = await self._rollout(body, hold, traceparent)
-            finally:
-                metrics.rollout_ended(kind=job.task_app_kind)
-                # Over, however it ended (answered, failed, timed out, or aborted: this task
-                # was cancelled): its URL closes in every web process now, before any write.
-                revocations.publish([attempt.id])
+            # Its token is not sent before it passes the gate: cancelled there, it needs no
+            # closing (`ahead`).
+            async with self.gate:
+                started = time.perf_counter()
+                metrics.rollout_started(kind=job.task_app_kind)
+                try:
+                    outcome, error = await self._rollout(body, hold, traceparent)
+                finally:
+                    metrics.rollout_ended(kind=job.task_app_kind)
+                    # Over, however it ended (answered, failed, timed out, or aborted: this
+                    # task was cancelled): its URL closes in every web process now.
+                    revocations.publish([attempt.id])
             latency_ms = (time.perf_counter() - started - hold.waited_s) * 1000
             diverged = await self._divergence(attempt.id)
             if diverged is not None:

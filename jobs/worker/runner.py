@@ -5,8 +5,10 @@ the job's id (jobs/dispatch.py). The runner a message starts:
 
 1. claims from the job's sources, rollouts then judgements, whenever an eighth of its slots
    is free, and a batch of results claims the slots it frees as it is written (and those of
-   rollouts ended meanwhile: `RolloutSource`); it holds at most EVALHUB_RUNNER_MAX_INFLIGHT,
-   the claims the job's `max_concurrent` (and the judge's `concurrency`) over all workers;
+   rollouts ended meanwhile; alone on the job, half `max_concurrent` more, to start as soon
+   as the task app has room: `RolloutSource.ahead`); it holds at most
+   EVALHUB_RUNNER_MAX_INFLIGHT, the claims the job's `max_concurrent` (and the judge's
+   `concurrency`) over all workers;
 2. when its first claim filled it and the job has more to claim, sends the job's message
    again, once per hand the rest keeps busy (`jobs.worker.here.hands_ask`). A message that
    reaches a worker process already running the job joins the runner there
@@ -22,11 +24,11 @@ the job's id (jobs/dispatch.py). The runner a message starts:
    queue if the job has work left, and drains what it holds: jobs take turns on the workers.
    While nothing waits, its slice goes on: no hand-over costs a job that has the workers alone.
 
-The runner that finds nothing open ends the job. A runner that finds the rest of the job leased
-to other runners leaves it to them (they send its message as their slices end); if they died
-with their messages, Celery beat's `jobs.jobs_redispatch` hands the job out again once their
-heartbeats stop (EVALHUB_WORKER_LOST_S), as it does for any job no runner works on. Django's ORM is synchronous: every database
-call runs on one thread of the runner's own (`db`), whose connections close as the runner ends.
+The runner that finds nothing open ends the job. One that finds the rest leased to other
+runners leaves it to them (they send its message as their slices end); if they died with their
+messages, Celery beat's `jobs.jobs_redispatch` hands the job out again once their heartbeats
+stop (EVALHUB_WORKER_LOST_S). Django's ORM is synchronous: database calls run on the runner's
+own threads (`db`, `db_results`), whose connections close as the runner ends.
 """
 
 from __future__ import annotations
@@ -88,28 +90,21 @@ def job_run(*, job_id: str, passed: bool = False) -> None:
             job_dispatch(job_id, passed=True)
         if hand is not Hand.ABSENT:
             return
-        with asyncio.Runner(loop_factory=_loop_factory) as runner:
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop if uvloop else None) as runner:
             runner.run(JobRunner(job_id=job_id).run())
-
-
-def _loop_factory() -> asyncio.AbstractEventLoop:
-    return uvloop.new_event_loop() if uvloop is not None else asyncio.new_event_loop()
-
-
-def worker_name() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
 
 
 class JobRunner:
     def __init__(self, *, job_id: str):
         self.job_id = job_id
         self._status = EvalJob.objects.filter(pk=job_id).values_list("status", flat=True)
-        self.worker = worker_name()
+        self.worker = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self.lease_s = settings.EVALHUB_LEASE_S
         self.slice_s = settings.EVALHUB_RUNNER_SLICE_S
         self.cap = settings.EVALHUB_RUNNER_MAX_INFLIGHT
         self._db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalhub-db")
         self._results_thread = ThreadPoolExecutor(1, "evalhub-results")  # `db_results`
+        self.sources: list[RolloutSource | JudgeSource] = []  # opened by `run`
         self.in_flight: dict[tuple[str, int], asyncio.Task] = {}
         self.written: set[tuple[str, int]] = set()  # its slot free (`results_written`)
         self._changed = asyncio.Event()
@@ -267,14 +262,14 @@ class JobRunner:
     def _claim_due(self, since_claim: float) -> bool:
         """A batch (an eighth) of the runner's slots is free, or POLL_S went by with any slot
         free; after a claim that got less than it asked, only the latter."""
-        free = self.cap - self.holding() - self.reserved
+        free = self.slots() - self.holding() - self.reserved
         if free >= max(1, self.cap // 8) and not self.starved:
             return True
         return free > 0 and since_claim >= POLL_S
 
     async def _claim(self) -> int:
         """Claim from every source in turn while slots are free; the job's room for others."""
-        free = asked = max(0, self.cap - self.holding() - self.reserved)
+        free = asked = max(0, self.slots() - self.holding() - self.reserved)
         self.reserved += asked
         room = 0
         try:
@@ -297,7 +292,7 @@ class JobRunner:
         claims at all; held until `slots_release`."""
         if not self.claiming:
             return 0
-        n = max(0, min(freed, self.cap - self.holding() + freed - self.reserved))
+        n = max(0, min(freed, self.slots() - self.holding() + freed - self.reserved))
         self.reserved += n
         return n
 
@@ -313,6 +308,10 @@ class JobRunner:
     def holding(self) -> int:
         """The slots held: work in flight whose result is not written yet."""
         return len(self.in_flight) - len(self.written)
+
+    def slots(self) -> int:
+        """Its cap, and the rollouts it may hold ahead of the task app (`RolloutSource.ahead`)."""
+        return self.cap + (self.sources[0].ahead() if self.sources else 0)
 
     def claimed_start(self, key: tuple[str, int], work) -> None:
         """Start work a batch of results claimed; none once the work loop ended (it would

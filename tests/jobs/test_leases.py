@@ -271,6 +271,33 @@ def test_a_batch_of_results_takes_the_slots_of_its_workers_rollouts_over_but_not
     assert len(alone.rollouts) == 1 and none == []
 
 
+def test_a_runner_alone_on_a_job_claims_ahead_and_says_no_room_for_it(job):
+    """`ahead` more than `max_concurrent` are claimed while no other worker holds one of the
+    job's seeds (they wait at the runner's gate for the task app's room), and never counted as
+    room for another runner; none once another worker holds a seed. Both claims, the general
+    one and PostgreSQL's statement, count it the same way."""
+    hashes = iter(f"{n:064x}" for n in range(100))
+
+    def claimed(worker: str, limit: int, ahead: int) -> claims.RolloutClaim:
+        return claims.rollouts_claim(
+            job_id=job.id, worker=worker, limit=limit, lease_s=60.0, ahead=ahead,
+            token_hashes=[next(hashes) for _ in range(limit)],
+        )  # fmt: skip
+
+    first = claimed("w1", 2, ahead=2)
+    assert len(first.rollouts) == 2 and first.room  # one slot of max_concurrent 3 left
+    second = claimed("w1", 5, ahead=2)
+    assert len(second.rollouts) == 3 and not second.room  # 3 + 2 ahead, no room for others
+    assert claimed("w1", 5, ahead=2).rollouts == []
+    assert SeedRun.objects.filter(job=job, status="running", lease_owner="w1").count() == 5
+    # Another worker holds a seed: no claim ahead, and five running leave nothing for anyone.
+    SeedRun.objects.filter(pk=first.rollouts[0][0].id).update(lease_owner="w2")
+    SeedRun.objects.filter(pk__in=[sr.id for sr, _ in second.rollouts]).update(
+        status="pending", lease_owner="", lease_expires_at=None
+    )
+    assert len(claimed("w1", 5, ahead=2).rollouts) == 1  # max_concurrent 3, two running
+
+
 def test_a_batch_says_no_slot_was_free_when_a_named_rollout_held_none(job):
     """A seed run named as over that is no longer the worker's running one (its lease lost and
     the seed given back meanwhile) holds no slot: the claim takes the slots of those that did,

@@ -39,6 +39,25 @@ def test_job_runs_every_seed_with_the_task_apps_scores_and_holds_max_concurrent(
     assert seed2.latency_ms > 0
 
 
+def test_a_runner_alone_claims_ahead_yet_the_task_app_holds_max_concurrent(
+    client_alice, worker_factory
+):
+    """Alone on a job, a runner holds half its `max_concurrent` more seeds than the task app
+    gets (`RolloutSource.ahead`), each posted as soon as a rollout answers: the task app never
+    holds more than `max_concurrent`, and a seed's latency is its rollout's, not its wait."""
+    app, state = task_app_create(delay_s=0.3)
+    with serve_asgi(app) as url:
+        worker_factory(**FAST)
+        job_id = job_create(client_alice, url, seeds=list(range(12)), max_concurrent=4)
+        running = SeedRun.objects.filter(job_id=job_id, status="running")
+        wait_until(lambda: running.count() == 6, what="four at the task app, two claimed ahead")
+        job = job_wait(job_id)
+    assert job.status == "completed", job.error
+    assert state.max_in_flight == 4
+    assert all(n == 1 for n in state.seeds_called().values()) and len(state.seeds_called()) == 12
+    assert all(300 <= r.latency_ms < 600 for r in seeds_of(job_id).values())
+
+
 def test_rollout_request_follows_the_contract(client_alice, worker_factory, web_process):
     app, state = task_app_create()
     with serve_asgi(app) as url:
@@ -216,7 +235,9 @@ def test_cancel_aborts_rollouts_in_flight_and_keeps_finished_results(client_alic
     assert {s for s, r in runs.items() if r.status == "succeeded"} == {0, 1, 2}
     assert {s for s, r in runs.items() if r.status == "cancelled"} == {3, 4, 5, 6, 7}
     aborted = RolloutAttempt.objects.filter(seed_run__job_id=job_id, status="cancelled")
-    assert sorted(a.seed_run.seed for a in aborted) == [3, 4, 5]
+    # With them, the attempts of seeds claimed ahead (`RolloutSource.ahead`: the runner is
+    # alone on the job), which waited for the task app's room and never reached it.
+    assert {3, 4, 5} <= {a.seed_run.seed for a in aborted} <= {3, 4, 5, 6, 7}
     assert not RolloutAttempt.objects.filter(seed_run__job_id=job_id, status="running").exists()
     assert EvalJob.objects.get(pk=job_id).status == "cancelled"
     assert set(state.seeds_called()) == {0, 1, 2, 3, 4, 5}  # 6 and 7 never started
