@@ -22,7 +22,8 @@ within a round, and every round's ratio is kept.
 
 Then, with `--wall-delay` > 0, the same seeds against a task app taking that long per rollout:
 once posted straight at the task app by an asyncio client holding `--max-concurrent` in flight,
-in a process of its own (the floor), once as an evalhub job with the same `max_concurrent` on one worker.
+in a process of its own (the floor), once as an evalhub job with the same `max_concurrent` on one
+worker; `--wall-rounds` times in turn, the medians kept with every round's pair.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import multiprocessing
 import os
 import shutil
 import socket
+import statistics
 import sys
 import tempfile
 import time
@@ -354,6 +356,39 @@ async def direct(task_url: str, *, seeds: int, concurrency: int) -> float:
         return time.perf_counter() - started
 
 
+def wall_time(args: argparse.Namespace) -> dict:
+    """The job's wall time through evalhub against the direct client's, `--wall-rounds` times
+    in turn (the machine's speed drifts from one minute to the next: a ratio is read within its
+    round): the medians, every round's pair, and where the CPU of the last round went."""
+    rounds = []
+    with task_app_served(delay_s=args.wall_delay) as (task_url, task_app):
+        for _ in range(args.wall_rounds):
+            # The machine's cores busy over the direct run alone, not the child's start.
+            with CpuWatch(task_app=task_app) as watching:
+                floor, client_s, cores = direct_in_child(
+                    task_url, seeds=args.seeds, concurrency=args.max_concurrent
+                )
+            direct_cpu = {**_cpu_per_rollout(watching, args.seeds, client=client_s),
+                          "cores_busy": cores}  # fmt: skip
+            roots = {"task_app": task_app, **getattr(private_backend, "roots", {})}
+            via = run_job(workers=1, task_url=task_url, seeds=args.seeds,
+                          max_concurrent=args.max_concurrent,
+                          count_queries=args.count_queries, watch=roots)  # fmt: skip
+            rounds.append({"direct_s": floor, "evalhub_wall_s": via["wall_s"],
+                           "evalhub_run_s": via["run_s"]})  # fmt: skip
+            print(f"direct {floor:.2f}s vs evalhub {via['wall_s']:.2f}s (created -> completed), "
+                  f"{args.seeds} seeds at {args.wall_delay}s, concurrency {args.max_concurrent}; "
+                  f"{via['cpu_ms_per_rollout']:.2f} ms worker CPU per rollout"
+                  + _span_print(via), flush=True)  # fmt: skip
+            print(f"  direct: {_cpu_print(direct_cpu)}")
+            print(f"  evalhub: {_cpu_print(via['cpu'])}")
+            _queries_print(via["queries"])
+    return {"delay_s": args.wall_delay, "seeds": args.seeds, "concurrency": args.max_concurrent,
+            **{key: statistics.median(r[key] for r in rounds) for key in rounds[0]},
+            "rounds": rounds, "cpu_ms_per_rollout": via["cpu_ms_per_rollout"],
+            "direct_cpu": direct_cpu, "evalhub_cpu": via["cpu"]}  # fmt: skip
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=2000)
@@ -369,6 +404,8 @@ def main() -> int:
     parser.add_argument("--capped-rounds", type=int, default=1,
                         help="run the capped series this many times, one worker count after "
                              "the other each time: a ratio is read within its round")  # fmt: skip
+    parser.add_argument("--wall-rounds", type=int, default=1,
+                        help="run the direct-vs-evalhub pair this many times in turn")  # fmt: skip
     parser.add_argument("--count-queries", action="store_true",
                         help="count the workers' database statements per rollout, by kind")  # fmt: skip
     parser.add_argument("--json", help="write the figures to this file")
@@ -409,30 +446,7 @@ def main() -> int:
                 _queries_print(run["queries"])
                 out.setdefault("capped", []).append(run)
         if args.wall_delay > 0:
-            with task_app_served(delay_s=args.wall_delay) as (task_url, task_app):
-                # The machine's cores busy over the direct run alone, not the child's start.
-                with CpuWatch(task_app=task_app) as watching:
-                    floor, client_s, cores = direct_in_child(
-                        task_url, seeds=args.seeds, concurrency=args.max_concurrent
-                    )
-                direct_cpu = {**_cpu_per_rollout(watching, args.seeds, client=client_s),
-                              "cores_busy": cores}  # fmt: skip
-                roots = {"task_app": task_app, **getattr(private_backend, "roots", {})}
-                via = run_job(workers=1, task_url=task_url, seeds=args.seeds,
-                              max_concurrent=args.max_concurrent,
-                              count_queries=args.count_queries, watch=roots)  # fmt: skip
-            out["wall"] = {"delay_s": args.wall_delay, "seeds": args.seeds,
-                           "concurrency": args.max_concurrent, "direct_s": floor,
-                           "evalhub_wall_s": via["wall_s"], "evalhub_run_s": via["run_s"],
-                           "cpu_ms_per_rollout": via["cpu_ms_per_rollout"],
-                           "direct_cpu": direct_cpu, "evalhub_cpu": via["cpu"]}  # fmt: skip
-            print(f"direct {floor:.2f}s vs evalhub {via['wall_s']:.2f}s (created -> completed), "
-                  f"{args.seeds} seeds at {args.wall_delay}s, concurrency {args.max_concurrent}; "
-                  f"{via['cpu_ms_per_rollout']:.2f} ms worker CPU per rollout"
-                  + _span_print(via))  # fmt: skip
-            print(f"  direct: {_cpu_print(direct_cpu)}")
-            print(f"  evalhub: {_cpu_print(via['cpu'])}")
-            _queries_print(via["queries"])
+            out["wall"] = wall_time(args)
     finally:
         from django.db import connections
 
