@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import random
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
+from django.utils import timezone
 
 from evalhub import crypto, metrics, revocations
 from jobs import claims, kinds, leases, services, stopping
@@ -42,6 +44,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 INTERCEPTOR_DOWN = "evalhub's interceptor could not be reached"
+# An attempt's end, but how it ended: its id and the time its POST began are given.
+Ending = Callable[..., AttemptEnd]
 
 
 def backoff_delay(*, attempt: int) -> float:
@@ -240,6 +244,8 @@ class RolloutSource:
             # Its token is not sent before it passes the gate: cancelled there, it needs no
             # closing (`ahead`).
             async with self.gate:
+                # Its attempt starts now, not at its claim (it may have waited at the gate).
+                end_of = functools.partial(AttemptEnd, attempt.id, posted_at=timezone.now())
                 started = time.perf_counter()
                 metrics.rollout_started(kind=job.task_app_kind)
                 try:
@@ -253,12 +259,12 @@ class RolloutSource:
             diverged = await self._divergence(attempt.id)
             if diverged is not None:
                 hold.release()
-                await self._diverged(seed_run, attempt.id, diverged, latency_ms)
+                await self._diverged(seed_run, end_of, diverged, latency_ms)
             elif error is None:
-                await self._succeeded(seed_run, attempt.id, outcome, latency_ms)
+                await self._succeeded(seed_run, end_of, outcome, latency_ms)
             else:
                 hold.release()
-                await self._failed(seed_run, attempt.id, error, latency_ms)
+                await self._failed(seed_run, end_of, error, latency_ms)
             del outcome  # freed before the hold is given back
         finally:
             hold.release()
@@ -288,9 +294,9 @@ class RolloutSource:
         error.message = self.redactor.text(error.message)
         return None, error
 
-    async def _succeeded(self, seed_run, attempt_id: int, outcome, latency_ms: float) -> None:
-        end = AttemptEnd(
-            attempt_id=attempt_id, status=AttemptStatus.SUCCEEDED,
+    async def _succeeded(self, seed_run, end_of: Ending, outcome, latency_ms: float) -> None:
+        end = end_of(
+            status=AttemptStatus.SUCCEEDED,
             http_status=outcome.http_status, latency_ms=latency_ms,
         )  # fmt: skip
         result = seed_result(self.verifier, outcome, latency_ms)
@@ -298,18 +304,18 @@ class RolloutSource:
             leases.SeedFinish(seed_run.id, SeedStatus.SUCCEEDED, result, attempt=end)
         )
 
-    async def _failed(self, seed_run, attempt_id: int, error, latency_ms: float) -> None:
+    async def _failed(self, seed_run, end_of: Ending, error, latency_ms: float) -> None:
         """Retry later when the failure is transient and attempts are left; else the result.
         A failure while our own interceptor could not be reached is ours, not the task
         app's: retried without using up the task app's attempts."""
         if isinstance(error, EnvironmentBusy):
-            await self._busy(seed_run, attempt_id, error, latency_ms)
+            await self._busy(seed_run, end_of, error, latency_ms)
             return
         if await self.interceptor.lost_since(time.time() - latency_ms / 1000):
-            await self._lost(seed_run, attempt_id, error, latency_ms)
+            await self._lost(seed_run, end_of, error, latency_ms)
             return
-        end = AttemptEnd(
-            attempt_id=attempt_id, status=AttemptStatus.FAILED, http_status=error.http_status,
+        end = end_of(
+            status=AttemptStatus.FAILED, http_status=error.http_status,
             error=error.message, latency_ms=latency_ms,
         )  # fmt: skip
         tries = seed_run.failures + 1  # the task app's failed attempts, this one included
@@ -331,21 +337,21 @@ class RolloutSource:
             return None
         return await self.runner.db(replay.attempt_divergence, attempt_id=attempt_id)
 
-    async def _diverged(self, seed_run, attempt_id: int, report: dict, latency_ms: float) -> None:
+    async def _diverged(self, seed_run, end_of: Ending, report: dict, latency_ms: float) -> None:
         """The sample fails with the divergence report, whatever the task app made of the
         error: not tried again, it would diverge the same way."""
-        end = leases.AttemptEnd(
-            attempt_id=attempt_id, status=AttemptStatus.FAILED, error=report["message"],
+        end = end_of(
+            status=AttemptStatus.FAILED, error=report["message"],
             latency_ms=latency_ms,
         )  # fmt: skip
         await self._finish_failed(seed_run, report["message"], latency_ms, end)
 
-    async def _busy(self, seed_run, attempt_id: int, error, latency_ms: float) -> None:
+    async def _busy(self, seed_run, end_of: Ending, error, latency_ms: float) -> None:
         """The environment is at capacity: the seed waits and is tried again, charged nothing
         (its next try has a timeout of its own). The job's events say so once."""
         message = f"environment busy, tried again: {error.message}"
-        end = AttemptEnd(
-            attempt_id=attempt_id, status=AttemptStatus.ABANDONED,
+        end = end_of(
+            status=AttemptStatus.ABANDONED,
             http_status=error.http_status, error=message, latency_ms=latency_ms,
         )  # fmt: skip
         delay = error.retry_after_s * random.uniform(1.0, 1.5)
@@ -360,10 +366,10 @@ class RolloutSource:
                 limit=error.limit,
             )  # fmt: skip
 
-    async def _lost(self, seed_run, attempt_id: int, error, latency_ms: float) -> None:
+    async def _lost(self, seed_run, end_of: Ending, error, latency_ms: float) -> None:
         message = f"{INTERCEPTOR_DOWN}; not counted against the task app: {error.message}"
-        end = AttemptEnd(
-            attempt_id=attempt_id, status=AttemptStatus.ABANDONED,
+        end = end_of(
+            status=AttemptStatus.ABANDONED,
             http_status=error.http_status, error=message, latency_ms=latency_ms,
         )  # fmt: skip
         losses = seed_run.losses + 1

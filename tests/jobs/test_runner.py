@@ -44,8 +44,9 @@ def test_a_runner_alone_claims_ahead_yet_the_task_app_holds_max_concurrent(
 ):
     """Alone on a job, a runner holds half its `max_concurrent` more seeds than the task app
     gets (`RolloutSource.ahead`), each posted as soon as a rollout answers: the task app never
-    holds more than `max_concurrent`, and a seed's latency is its rollout's, not its wait."""
-    app, state = task_app_create(delay_s=0.3)
+    holds more than `max_concurrent`, and a seed's latency and its attempt's start are its
+    rollout's, not its wait at the gate (a rollout long)."""
+    app, state = task_app_create(delay_s=0.6)
     with serve_asgi(app) as url:
         worker_factory(**FAST)
         job_id = job_create(client_alice, url, seeds=list(range(12)), max_concurrent=4)
@@ -55,7 +56,10 @@ def test_a_runner_alone_claims_ahead_yet_the_task_app_holds_max_concurrent(
     assert job.status == "completed", job.error
     assert state.max_in_flight == 4
     assert all(n == 1 for n in state.seeds_called().values()) and len(state.seeds_called()) == 12
-    assert all(300 <= r.latency_ms < 600 for r in seeds_of(job_id).values())
+    assert all(600 <= r.latency_ms < 1000 for r in seeds_of(job_id).values())
+    for attempt in RolloutAttempt.objects.filter(seed_run__job_id=job_id):
+        held_s = (attempt.finished_at - attempt.started_at).total_seconds()
+        assert attempt.latency_ms / 1000 <= held_s < attempt.latency_ms / 1000 + 0.45
 
 
 def test_rollout_request_follows_the_contract(client_alice, worker_factory, web_process):
