@@ -2,9 +2,9 @@
 never more than the job's `max_concurrent` under live leases over all workers (leases and
 results: jobs.leases; attempts: jobs.attempts), less the claiming worker's seeds whose rollouts
 it says are over, their results not written yet, while no other worker holds one of the job's
-seeds (`over`: their slots at the task app are free), and then plus `ahead`: seeds the
-runner holds at its gate, posted as the task app answers others (jobs.worker.rollouts), never
-counted as room for another runner.
+seeds (`over`: their slots at the task app are free); in that case too, up to `ahead` more:
+seeds the runner holds at its gate, each posted as the task app answers another
+(jobs.worker.rollouts), never counted as room for another runner.
 
 Claimable are pending seeds whose backoff is over and running seeds whose lease expired (their
 worker is gone: taken again, counted as a loss). A claim also says how many seeds it left that
