@@ -21,13 +21,13 @@ class AttemptEnd:
     """How a rollout attempt ended; written with the seed's update, in one transaction."""
 
     attempt_id: int
+    # When its POST began, which becomes its start: a seed claimed ahead waits at the runner's
+    # gate after its claim (jobs.worker.rollouts `ahead`).
+    posted_at: datetime
     status: str
     http_status: int | None = None
     error: str | None = None
     latency_ms: float | None = None
-    # When its POST began, which becomes its start: a seed claimed ahead waits at the runner's
-    # gate after its claim (jobs.worker.rollouts `ahead`). None: its start stays its claim's.
-    posted_at: datetime | None = None
 
 
 class Started(NamedTuple):
@@ -66,19 +66,16 @@ def rollout_attempts_finish(*, ends: list[AttemptEnd]) -> set[int]:
     claim took its seed again, or its job was closed) keeps its end, and its result is not
     the seed's (`jobs.leases.seed_runs_finish`)."""
     now, ends = timezone.now(), sorted(ends, key=lambda end: end.attempt_id)  # locks in id order
-    rows = []
-    for posted in (True, False):  # a statement a shape: ends with their POST's time, and not
-        rows += rows_update(
-            RolloutAttempt,
-            [
-                ({"id": end.attempt_id, "status": AttemptStatus.RUNNING},
-                 {"status": end.status, "http_status": end.http_status, "error": end.error,
-                  "latency_ms": end.latency_ms, "finished_at": now,
-                  **({"started_at": end.posted_at} if posted else {})})
-                for end in ends if (end.posted_at is not None) is posted
-            ],
-            returning=("id",),
-        )  # fmt: skip
+    rows = rows_update(
+        RolloutAttempt,
+        [
+            ({"id": end.attempt_id, "status": AttemptStatus.RUNNING},
+             {"status": end.status, "http_status": end.http_status, "error": end.error,
+              "latency_ms": end.latency_ms, "started_at": end.posted_at, "finished_at": now})
+            for end in ends
+        ],
+        returning=("id",),
+    )  # fmt: skip
     return {row[0] for row in rows}
 
 

@@ -6,9 +6,8 @@ the job's id (jobs/dispatch.py). The runner a message starts:
 1. claims from the job's sources, rollouts then judgements, whenever an eighth of its slots
    is free, and a batch of results claims the slots it frees as it is written (and those of
    rollouts ended meanwhile; alone on the job, half `max_concurrent` more, to start as soon
-   as the task app has room: `RolloutSource.ahead`); it holds at most
-   EVALHUB_RUNNER_MAX_INFLIGHT, the claims the job's `max_concurrent` (and the judge's
-   `concurrency`) over all workers;
+   as the task app has room: `RolloutSource.ahead`); it holds at most EVALHUB_RUNNER_MAX_INFLIGHT,
+   the claims the job's `max_concurrent` (and the judge's `concurrency`) over all workers;
 2. when its first claim filled it and the job has more to claim, sends the job's message
    again, once per hand the rest keeps busy (`jobs.worker.here.hands_ask`). A message that
    reaches a worker process already running the job joins the runner there
@@ -104,7 +103,8 @@ class JobRunner:
         self.cap = settings.EVALHUB_RUNNER_MAX_INFLIGHT
         self._db_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalhub-db")
         self._results_thread = ThreadPoolExecutor(1, "evalhub-results")  # `db_results`
-        self.sources: list[RolloutSource | JudgeSource] = []  # opened by `run`
+        self.rollouts: RolloutSource | None = None  # opened by `run`, first of its `sources`
+        self.sources: list[RolloutSource | JudgeSource] = []
         self.in_flight: dict[tuple[str, int], asyncio.Task] = {}
         self.written: set[tuple[str, int]] = set()  # its slot free (`results_written`)
         self._changed = asyncio.Event()
@@ -137,9 +137,10 @@ class JobRunner:
             if job is None or job.is_terminal:
                 return
             self.job = job
-            self.sources = [RolloutSource(self), JudgeSource(self)]
+            self.rollouts, judges = RolloutSource(self), JudgeSource(self)
+            self.sources = [self.rollouts, judges]
             # Slots worth claiming for: the job's bound on rollouts and the judge's.
-            self.cap_most = job.max_concurrent + self.sources[1].concurrency
+            self.cap_most = job.max_concurrent + judges.concurrency
             self.cap = min(self.cap, self.cap_most)
             self.loop = asyncio.get_running_loop()
             async with contextlib.AsyncExitStack() as stack:
@@ -311,7 +312,7 @@ class JobRunner:
 
     def slots(self) -> int:
         """Its cap, and the rollouts it may hold ahead of the task app (`RolloutSource.ahead`)."""
-        return self.cap + (self.sources[0].ahead() if self.sources else 0)
+        return self.cap + (self.rollouts.ahead() if self.rollouts else 0)
 
     def claimed_start(self, key: tuple[str, int], work) -> None:
         """Start work a batch of results claimed; none once the work loop ended (it would

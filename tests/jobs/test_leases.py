@@ -11,12 +11,12 @@ from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from jobs import attempts, claims, leases, services
+from jobs import claims, leases, services
 from jobs.events import LAST_SEED_EVENT_WITHIN, EventType, job_event_append
 from jobs.figures import JsonText
 from jobs.models import EvalJob, JobEvent, RolloutAttempt, SeedRun
 from jobs.scores import Scores
-from tests.jobs.conftest import attempt_of, claim, runner_claim
+from tests.jobs.conftest import attempt_end, attempt_of, claim, runner_claim
 
 pytestmark = pytest.mark.django_db
 
@@ -215,7 +215,7 @@ def test_results_written_together_are_one_event_each_in_order_and_only_if_still_
             sr.pk,
             "succeeded",
             leases.SeedResult(scores=Scores(score=n / 4)),
-            attempt=attempts.AttemptEnd(attempt_id=a.id, status="succeeded"),
+            attempt=attempt_end(a.id),
         )  # fmt: skip
         for n, (sr, a) in enumerate(zip(held, started, strict=True))
     ]
@@ -240,7 +240,7 @@ def test_a_batch_of_results_takes_the_slots_of_its_workers_rollouts_over_but_not
         job_id=job.id, worker="w1", limit=3, lease_s=60.0, token_hashes=[next(hashes) for _ in range(3)],
     ).rollouts  # fmt: skip
     result = leases.SeedFinish(first.id, "succeeded", leases.SeedResult(),
-                               attempt=attempts.AttemptEnd(attempt_id=ended.id, status="succeeded"))  # fmt: skip
+                               attempt=attempt_end(ended.id))  # fmt: skip
     asked, more = [], next(hashes)
 
     def also_over():
@@ -392,13 +392,13 @@ def test_a_seed_taken_again_by_its_own_worker_gets_one_result_from_its_new_attem
     assert (first.number, second.number) == (1, 2)
 
     def finish(attempt, score: float) -> leases.SeedFinish:
-        end = attempts.AttemptEnd(attempt_id=attempt.id, status="succeeded")
+        end = attempt_end(attempt.id)
         return leases.SeedFinish(seed_run.id, "succeeded",
                                  leases.SeedResult(scores=Scores(score=score)), attempt=end)  # fmt: skip
 
     assert not leases.seed_run_retry_later(
         seed_run_id=seed_run.id, worker="w1", delay_s=0, error="HTTP 503",
-        attempt=attempts.AttemptEnd(attempt_id=first.id, status="failed"),
+        attempt=attempt_end(first.id, "failed"),
     )  # fmt: skip
     assert SeedRun.objects.get(pk=seed_run.id).status == "running"
     written = leases.seed_runs_finish(
@@ -423,7 +423,7 @@ def test_a_batch_of_results_claims_the_slots_it_frees_in_its_own_transaction(job
     [other] = claim(job, "w2", limit=1)
     finishes = [
         leases.SeedFinish(seed_run.id, "succeeded", leases.SeedResult(scores=Scores(score=1.0)),
-                          attempt=attempts.AttemptEnd(attempt_id=a.id, status="succeeded"))
+                          attempt=attempt_end(a.id))
         for seed_run, a in first
     ]  # fmt: skip
     hashes = [f"{n}" * 64 for n in range(3)]
@@ -470,7 +470,7 @@ def test_a_batch_of_results_costs_the_same_round_trips_whatever_its_size(job):
         ).rollouts  # fmt: skip
         finishes = [
             leases.SeedFinish(seed_run.id, "succeeded", leases.SeedResult(scores=Scores(score=1)),
-                              attempt=attempts.AttemptEnd(attempt_id=a.id, status="succeeded"))
+                              attempt=attempt_end(a.id))
             for seed_run, a in started
         ]  # fmt: skip
         with CaptureQueriesContext(connection) as queries:

@@ -12,10 +12,10 @@ from django.db import connection, connections, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from jobs import attempts, claims, ending, events, leases, public, services, stopping
+from jobs import claims, ending, events, leases, public, services, stopping
 from jobs.models import EvalJob, JobEvent, RolloutAttempt, SeedRun
 from jobs.scores import Scores
-from tests.jobs.conftest import claim
+from tests.jobs.conftest import attempt_end, claim
 from traces.results.result_rows import job_summary
 
 pytestmark = pytest.mark.django_db
@@ -250,7 +250,7 @@ def test_cancel_and_a_workers_results_waiting_for_the_job_row_both_go_through(jo
     ).rollouts
     finishes = [
         leases.SeedFinish(seed_run.id, "succeeded", leases.SeedResult(scores=Scores(score=1.0)),
-                          attempt=attempts.AttemptEnd(attempt_id=a.id, status="succeeded"))
+                          attempt=attempt_end(a.id))
         for seed_run, a in first
     ]  # fmt: skip
     holding, release, errors = threading.Event(), threading.Event(), []

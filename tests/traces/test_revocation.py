@@ -8,6 +8,7 @@ import time
 
 import openai
 import pytest
+from django.utils import timezone
 
 from jobs.attempts import AttemptEnd, rollout_attempt_finish
 from tests.support import servers
@@ -38,7 +39,9 @@ def test_an_ended_attempts_url_is_refused_by_every_web_process_within_a_second(
         client.chat.completions.create(model="gpt-4o-mini", messages=MESSAGES)
     assert len(fake_upstream.received) == 2
 
-    rollout_attempt_finish(end=AttemptEnd(attempt_id=rollout.attempt.id, status=status))
+    rollout_attempt_finish(
+        end=AttemptEnd(attempt_id=rollout.attempt.id, posted_at=timezone.now(), status=status)
+    )
     time.sleep(1.0)
 
     for client in clients:
@@ -56,7 +59,9 @@ def test_a_running_attempt_keeps_working_beside_an_ended_one(two_webs, fake_upst
             through(base, rollout.token).chat.completions.create(
                 model="gpt-4o-mini", messages=MESSAGES
             )
-    rollout_attempt_finish(end=AttemptEnd(attempt_id=ended.attempt.id, status="succeeded"))
+    rollout_attempt_finish(
+        end=AttemptEnd(attempt_id=ended.attempt.id, posted_at=timezone.now(), status="succeeded")
+    )
     time.sleep(1.0)
     for base in two_webs:
         answer = through(base, running.token).chat.completions.create(
