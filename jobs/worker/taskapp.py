@@ -23,6 +23,7 @@ import httpx
 import orjson
 from django.conf import settings
 
+from evalhub import jsonvalues
 from jobs.fields import json_value_problem, url_shown
 from jobs.figures import JsonText
 from jobs.models import CONNECTION_ERROR_PREFIX
@@ -248,7 +249,7 @@ def rollout_response_parse(*, status_code: int, content: bytes) -> RolloutOutcom
             http_status=status_code,
         )
     try:
-        data = json.loads(content)
+        data = jsonvalues.loads(content)
     except (ValueError, UnicodeDecodeError):
         raise _bad(status_code, f"body is not JSON: {_excerpt(content)}") from None
     except RecursionError:

@@ -24,6 +24,7 @@ from django.db import (
 )
 from django.db.models import F
 
+from evalhub import jsonvalues
 from jobs import figures as kept
 from jobs.models import RolloutAttempt
 from traces.calls import replay
@@ -290,8 +291,8 @@ def _response_document(record: CallRecord) -> dict[str, Any] | None:
             doc["error"] = {"message": record.error}
         return doc
     try:
-        doc = json.loads(record.response_body)
-    except ValueError:
+        doc = jsonvalues.loads(record.response_body)
+    except (ValueError, RecursionError):
         return {"raw": record.response_body[:10_000].decode("utf-8", errors="replace")}
     return doc if isinstance(doc, dict) else {"raw": doc}
 

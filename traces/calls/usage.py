@@ -12,6 +12,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from evalhub import jsonvalues
+
 # No tokenizer works offline here (tiktoken downloads its vocabularies at first use), so an
 # answer without usage is estimated at ~4 characters per token, as OpenAI's own rule of thumb.
 CHARS_PER_TOKEN = 4
@@ -87,8 +89,8 @@ def sse_events(raw: bytes) -> list[Any]:
         if not data or data == "[DONE]":
             continue
         try:
-            events.append(json.loads(data))
-        except json.JSONDecodeError:
+            events.append(jsonvalues.loads(data))
+        except (ValueError, RecursionError):
             continue
     return events
 

@@ -12,10 +12,9 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-import orjson
 from django.conf import settings
 
-from evalhub import metrics
+from evalhub import jsonvalues, metrics
 from traces.calls import recording as services
 from traces.interceptor.access import TokenCache
 from traces.interceptor.asgi import pass_headers, read_body, send_json
@@ -200,12 +199,9 @@ def _refused(record: services.CallRecord, exc: InterceptorError) -> None:
 
 def _request(body: bytes) -> dict[str, Any]:
     try:
-        request = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        try:  # what orjson refuses and Python reads: NaN, integers past 64 bits
-            request = json.loads(body)
-        except ValueError:
-            request = None
+        request = jsonvalues.loads(body)
+    except (ValueError, RecursionError):
+        request = None
     if not isinstance(request, dict):
         raise InterceptorError(400, "invalid_request_error", "The body must be a JSON object.")
     return request

@@ -4,16 +4,15 @@ results read by the thousand. A row has its model's attribute names (`seed_run_i
 
 from __future__ import annotations
 
-import json
 from collections import namedtuple
 from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
-import orjson
 from django.db.models import JSONField, Model, QuerySet, TextField
 from django.db.models.functions import Cast
 
+from evalhub import jsonvalues
 from evalhub.timestamps import values_read
 
 
@@ -57,9 +56,4 @@ def _row_type(
 
 def _json_value(text: str | None) -> Any:
     """A JSON field's value from its text, as Django's JSONField would decode it."""
-    if text is None:
-        return None
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:  # NaN, or an integer beyond 64 bits
-        return json.loads(text)
+    return None if text is None else jsonvalues.loads(text)
