@@ -15,6 +15,8 @@ READ_AS_PYTHON_DOES = [
     b'{"seed": 123456789012345678901234567890}',  # beyond 64 bits
     '{"text": "caf\u00e9"}'.encode("utf-16"),  # Python detects the encoding
     '{"text": "\u00e9l\u00e8ve"}',  # text as well as bytes
+    '{"text": "\ud800"}',  # a lone surrogate in the text, which orjson refuses
+    b'{"text": "\\ud800"}',  # and one escaped
 ]
 
 
