@@ -121,6 +121,11 @@ def kept_figures(
 
 # Seed runs (with their usage) read per database round trip by `result_rows`.
 RESULT_ROWS_CHUNK = 1000
+# A seed run's fields that are not in its result row (its trace, its leases, its counts of
+# failures and losses, where its judgement stands): not read. A job's summary reads every row.
+_NOT_IN_A_ROW = ("task_trace", "job", "failures", "losses", "lease_owner", "lease_expires_at",
+                 "not_before", "judge_lease_owner", "judge_lease_expires_at", "judge_token_hash",
+                 "judged_at", "judged_rollout")  # fmt: skip
 
 
 def result_rows(*, job: EvalJob) -> Iterator[dict[str, Any]]:
@@ -137,7 +142,7 @@ def result_rows_keyed(
     for chunk in seed_run_pages(
         SeedRun.objects.filter(job=job),
         size=RESULT_ROWS_CHUNK,
-        read=lambda page: list(model_rows(page, exclude=("task_trace",))),
+        read=lambda page: list(model_rows(page, exclude=_NOT_IN_A_ROW)),
         after=after,
         limit=limit,
     ):
