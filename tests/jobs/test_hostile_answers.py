@@ -26,6 +26,9 @@ ANSWERS = {
     4: '{"metrics": {"outcome_reward": 0.25}, "trace": {"loss": Infinity}}',
     5: '{"metrics": {"outcome_reward": 0.5}, "trace": "' + "x" * (2 * LIMIT) + '"}',
     6: '{"metrics": {"outcome_reward": 0.75}, "trace": ' + "[" * 300 + "]" * 300 + "}",
+    # Beyond 64 bits: read whole (orjson alone would make it a float), then refused.
+    7: '{"metrics": {"outcome_reward": 0.5, "id": 18446744073709551616}}',
+    8: '{"metrics": {"outcome_reward": 0.125}, "trace": {"id": -9223372036854775809}}',
 }
 
 
@@ -53,13 +56,15 @@ def test_unstorable_answers_fail_their_seed_at_once_and_a_bad_trace_is_set_aside
     assert job.status == "completed"
     runs = seeds_of(job_id)
     assert (runs[0].status, runs[0].score) == ("succeeded", 0.5)
-    failed = {s: runs[s].error for s in (1, 2, 3, 5)}
+    failed = {s: runs[s].error for s in (1, 2, 3, 5, 7)}
     assert all(runs[s].status == "failed" and runs[s].attempts == 1 for s in failed), failed
     assert "metrics has nan" in failed[1]
     assert "metrics has a NUL character" in failed[2]
     assert "nested too deeply" in failed[3]
     assert f"more than {LIMIT} bytes (EVALHUB_MAX_ROLLOUT_RESPONSE_BYTES)" in failed[5]
-    for seed, score in ((4, 0.25), (6, 0.75)):
+    assert "metrics has an integer beyond 64 bits" in failed[7]
+    for seed, score in ((4, 0.25), (6, 0.75), (8, 0.125)):
         assert (runs[seed].status, runs[seed].score) == ("succeeded", score)
     assert "inf" in runs[4].task_trace["trace_not_stored"]
     assert "nested deeper than" in runs[6].task_trace["trace_not_stored"]
+    assert "integer beyond 64 bits" in runs[8].task_trace["trace_not_stored"]
