@@ -180,13 +180,14 @@ class RolloutSource:
         freed = sum(1 for key in keys if key not in runner.written)
         limit = 0 if stops else runner.slots_reserve(freed=freed)
         fresh = [tokens.token_new() for _ in range(limit)]
-        ended = EndedUnwritten(self) if not stops and self._claims_ahead() else None
+        claims_ahead = not stops and self._claims_ahead()  # asked once a batch
+        ended = EndedUnwritten(self) if claims_ahead else None
         try:
             written, claim, over = await runner.db_results(
                 claims.results_write_and_claim, job_id=self.job.id, worker=runner.worker,
                 finishes=finishes, limit=limit, lease_s=runner.lease_s,
                 token_hashes=[tokens.token_hash(t) for t in fresh], also_over=ended,
-                ahead=0 if stops else self.ahead(),
+                ahead=self._ahead_of(claims_ahead),
             )  # fmt: skip
         finally:
             runner.slots_release(limit)
@@ -217,7 +218,11 @@ class RolloutSource:
         can stop the job (`may_stop`: then no rollout may start after one). Claimed in turns,
         a batch of results at a time, the slots of 256 rollouts of 50 ms were idle a quarter
         of the time, waiting for the batch that took them again (docs/performance.md)."""
-        if self.job.max_failures is not None or not self._claims_ahead():
+        return self._ahead_of(self._claims_ahead())
+
+    def _ahead_of(self, claims_ahead: bool) -> int:
+        """`ahead` once `_claims_ahead` is known."""
+        if self.job.max_failures is not None or not claims_ahead:
             return 0
         return -(-self.job.max_concurrent // 2)
 
