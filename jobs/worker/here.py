@@ -138,14 +138,23 @@ def others_take_messages() -> int:
 HERE = Here()
 
 
-def hands_ask(*, job_id: str, room: int) -> None:
+def hands_ask(*, job_id: str, room: int) -> bool:
     """Send the job's message once for each hand its `room` (the seeds another runner could
     take now) keeps busy, a runner's EVALHUB_RUNNER_MAX_INFLIGHT each, but for no more than
     the other live workers that take messages (a draining one takes none): idle ones start on
     the job together. Asked one at a time, each new runner asking for the next once its first
-    claim filled, the fourth of four capped workers started 6 s into a 17 s job."""
+    claim filled, the fourth of four capped workers started 6 s into a 17 s job.
+
+    False, sending nothing, when no other live worker takes messages: the message could only
+    come back to the asking process, passed on once (`Hand.FIRST_ELSEWHERE`), then joined, two
+    trips through the broker for each EVALHUB_RUNNER_MAX_INFLIGHT slots, and a lone worker
+    reached a job's 256 slots some 150 ms after its first claim; the runner joins itself
+    (`JobRunner._claim_asking`)."""
     others = others_take_messages()  # the broker down: the one message below says so
+    if others == 0:
+        return False
     wanted = -(-room // settings.EVALHUB_RUNNER_MAX_INFLIGHT)
     for _ in range(max(1, min(wanted, others))):
         if not job_dispatch(job_id):
-            return
+            break
+    return True

@@ -245,14 +245,14 @@ class JobRunner:
     async def _claim_asking(self, now: float) -> None:
         """Claim; ask other workers for hands (`hands_ask`) when the claim filled the slots and
         the job has more (asked as the claim starts: a hand joining meanwhile asks for the next,
-        `hand_joined`). A claim that found nothing for another worker (`max_concurrent` held by
-        others) keeps the request: spent there, grown runners never asked again."""
+        `hand_joined`), or, no other worker taking messages, join itself. A claim that found
+        nothing for another worker (`max_concurrent` held by others) keeps the request."""
         ask = self.ask_hand and now >= self.hand_due
         self.ask_hand = self.ask_hand and not ask
         room = await self._claim()
-        if room and ask:
-            await self.db(hands_ask, job_id=self.job_id, room=room)
-        elif ask:
+        if room and ask and not await self.db(hands_ask, job_id=self.job_id, room=room):
+            self.hand_joined()  # no other worker takes messages
+        elif ask and not room:
             self.ask_hand = True
 
     def hand_passed(self) -> None:

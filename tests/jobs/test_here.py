@@ -9,6 +9,7 @@ import threading
 import time
 
 from jobs.dispatch import JOB_RUN_TASK, TRACES_MEMBERS_TASK
+from jobs.worker import here
 from jobs.worker.here import LAG_MOST_S, Hand, Here, LoopLag
 from jobs.worker.runner import JobRunner
 from tests.support.jobs import tasks_published
@@ -113,10 +114,11 @@ def test_a_runner_asks_for_zip_members_only_while_its_loop_keeps_up():
         assert sent == [TRACES_MEMBERS_TASK]
 
 
-def test_a_request_for_a_hand_outlasts_claims_that_find_nothing_for_another_worker():
+def test_a_request_for_a_hand_outlasts_claims_that_find_nothing_for_another_worker(monkeypatch):
     """A runner asks for a hand when a claim fills its slots and the job has more. A claim
     that finds the job's `max_concurrent` held by other runners (no room for a hand) keeps the
     request: the next claim that finds room sends it, once."""
+    monkeypatch.setattr(here, "others_take_messages", lambda: 1)  # another worker takes them
 
     class Scripted(JobRunner):
         """The claims' answers (the room the job had for other runners) given in turn."""
@@ -142,3 +144,32 @@ def test_a_request_for_a_hand_outlasts_claims_that_find_nothing_for_another_work
 
     with tasks_published() as sent:
         asyncio.run(claims(sent))
+
+
+def test_a_lone_runner_takes_its_hands_itself_without_a_message(monkeypatch, settings):
+    """No other worker takes messages: the job's message would only come back to this process
+    (passed on once, then joined), two trips through the broker per hand. The runner takes the
+    slots at once, a claim at a time, up to what the job can use, and publishes nothing."""
+    monkeypatch.setattr(here, "others_take_messages", lambda: 0)
+    settings.EVALHUB_RUNNER_MAX_INFLIGHT = 64
+
+    class Filling(JobRunner):
+        async def _claim(self) -> int:
+            return 100  # every claim fills the slots and leaves seeds for others
+
+    async def claims() -> list[int]:
+        runner = Filling(job_id="eval-alone")
+        runner.cap_most = 256
+        caps = []
+        try:
+            for _ in range(5):
+                await runner._claim_asking(time.monotonic())
+                caps.append(runner.cap)
+        finally:
+            runner._db_thread.shutdown()
+            runner._results_thread.shutdown()
+        return caps
+
+    with tasks_published() as sent:
+        assert asyncio.run(claims()) == [128, 192, 256, 256, 256]
+    assert sent == []
