@@ -44,6 +44,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import cpucap  # a sibling: run as bench/bench_workers.py
@@ -264,23 +265,26 @@ def _queries_print(queries: dict[str, dict[str, float]] | None) -> None:
 
 
 @contextlib.contextmanager
-def task_app_served(*, delay_s: float) -> Iterator[tuple[str, int]]:
+def task_app_served(*, delay_s: float) -> Iterator[tuple[str, int, Any]]:
     """The task app in a process of its own, as a user's is: in this one it shared the
     interpreter with the measuring loop, and this process's heap (Django, the test support)
     made its full garbage collections take 150-190 ms, every 0.7 s under load: a quarter of
-    the rollouts waited one out, through evalhub and straight alike."""
+    the rollouts waited one out, through evalhub and straight alike. Its own full collections
+    still stop it for 115-166 ms, three or four times in 4,000 rollouts, whoever calls it: the
+    third value counts them, [how many, their seconds] so far (`_pauses_since`)."""
     from tests.support.servers import free_port, wait_until
 
     port = free_port()
     context = multiprocessing.get_context("spawn")
-    server = context.Process(target=_task_app_serve, args=(port, delay_s), daemon=True)
+    pauses = context.Array("d", 2)
+    server = context.Process(target=_task_app_serve, args=(port, delay_s, pauses), daemon=True)
     server.start()
     try:
         wait_until(lambda: _accepts(port) or not server.is_alive(), timeout=60,
                    what="the task app")  # fmt: skip
         if not server.is_alive():
             raise RuntimeError("the task app did not start")
-        yield f"http://127.0.0.1:{port}", server.pid
+        yield f"http://127.0.0.1:{port}", server.pid, pauses
     finally:
         server.terminate()
         server.join(timeout=10)
@@ -291,12 +295,26 @@ def _accepts(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
-def _task_app_serve(port: int, delay_s: float) -> None:
+def _task_app_serve(port: int, delay_s: float, pauses) -> None:
+    import gc
+
     import uvicorn
 
     from tests.support.task_app import task_app_create
 
     app, _ = task_app_create(delay_s=delay_s, keep_requests=False)
+    started = [0.0]
+
+    def timed(phase: str, info: dict) -> None:
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            started[0] = time.perf_counter()
+        else:  # the shared values are written by this process only
+            pauses[0] += 1
+            pauses[1] += time.perf_counter() - started[0]
+
+    gc.callbacks.append(timed)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
 
 
@@ -361,13 +379,15 @@ def wall_time(args: argparse.Namespace) -> dict:
     in turn (the machine's speed drifts from one minute to the next: a ratio is read within its
     round): the medians, every round's pair, and where the CPU of the last round went."""
     rounds = []
-    with task_app_served(delay_s=args.wall_delay) as (task_url, task_app):
+    with task_app_served(delay_s=args.wall_delay) as (task_url, task_app, pauses):
         for _ in range(args.wall_rounds):
             # The machine's cores busy over the direct run alone, not the child's start.
+            before = list(pauses)
             with CpuWatch(task_app=task_app) as watching:
                 floor, client_s, cores = direct_in_child(
                     task_url, seeds=args.seeds, concurrency=args.max_concurrent
                 )
+            direct_paused, before = _pauses_since(before, pauses), list(pauses)
             direct_cpu = {**_cpu_per_rollout(watching, args.seeds, client=client_s),
                           "cores_busy": cores}  # fmt: skip
             roots = {"task_app": task_app, **getattr(private_backend, "roots", {})}
@@ -375,18 +395,32 @@ def wall_time(args: argparse.Namespace) -> dict:
                           max_concurrent=args.max_concurrent,
                           count_queries=args.count_queries, watch=roots)  # fmt: skip
             rounds.append({"direct_s": floor, "evalhub_wall_s": via["wall_s"],
-                           "evalhub_run_s": via["run_s"]})  # fmt: skip
+                           "evalhub_run_s": via["run_s"], "direct_task_app_paused": direct_paused,
+                           "evalhub_task_app_paused": _pauses_since(before, pauses)})  # fmt: skip
             print(f"direct {floor:.2f}s vs evalhub {via['wall_s']:.2f}s (created -> completed), "
                   f"{args.seeds} seeds at {args.wall_delay}s, concurrency {args.max_concurrent}; "
                   f"{via['cpu_ms_per_rollout']:.2f} ms worker CPU per rollout"
                   + _span_print(via), flush=True)  # fmt: skip
+            print(f"  the task app's full collections: {_paused_print(direct_paused)} through "
+                  f"the direct client, {_paused_print(rounds[-1]['evalhub_task_app_paused'])} "
+                  "through evalhub")  # fmt: skip
             print(f"  direct: {_cpu_print(direct_cpu)}")
             print(f"  evalhub: {_cpu_print(via['cpu'])}")
             _queries_print(via["queries"])
     return {"delay_s": args.wall_delay, "seeds": args.seeds, "concurrency": args.max_concurrent,
-            **{key: statistics.median(r[key] for r in rounds) for key in rounds[0]},
+            **{key: statistics.median(r[key] for r in rounds)
+               for key in ("direct_s", "evalhub_wall_s", "evalhub_run_s")},
             "rounds": rounds, "cpu_ms_per_rollout": via["cpu_ms_per_rollout"],
             "direct_cpu": direct_cpu, "evalhub_cpu": via["cpu"]}  # fmt: skip
+
+
+def _pauses_since(before: list[float], pauses) -> list[float]:
+    """[the task app's full collections, their seconds] since `before` (`task_app_served`)."""
+    return [now - then for now, then in zip(pauses, before, strict=True)]
+
+
+def _paused_print(paused: list[float]) -> str:
+    return f"{paused[0]:.0f} ({paused[1] * 1000:.0f} ms)"
 
 
 def main() -> int:
@@ -417,7 +451,7 @@ def main() -> int:
     data_dir, _ = setup(args.backend)
     out: dict = {"backend": args.backend, "runs": []}
     try:
-        with task_app_served(delay_s=args.delay) as (task_url, _):
+        with task_app_served(delay_s=args.delay) as (task_url, _, _):
             for workers in args.workers:
                 run = run_job(workers=workers, task_url=task_url, seeds=args.seeds,
                               max_concurrent=args.max_concurrent,

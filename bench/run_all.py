@@ -219,11 +219,22 @@ def _wall_rows(data: dict) -> list[tuple[str, str, str, str]]:
                      f"the median of {len(each)}: each round {ratios} direct)",
                      f"direct {w['direct_s']:.2f} s (each round {directs} s)",
                      "<= 1.5x direct in every round"))  # fmt: skip
+        if all("direct_task_app_paused" in r for r in each):  # the task app's own pauses
+            rows.append(("job wall time: the task app's full collections, each round",
+                         _paused_cells(each, "evalhub"), f"direct: {_paused_cells(each, 'direct')}",
+                         ""))  # fmt: skip
         if w.get("evalhub_cpu") and w.get("direct_cpu"):  # where each run's CPU went
             rows.append(("job wall time: CPU ms a rollout by process, the machine's cores busy",
                          _cpu_cell(w["evalhub_cpu"]), f"direct: {_cpu_cell(w['direct_cpu'])}",
                          ""))  # fmt: skip
     return rows
+
+
+def _paused_cells(rounds: list[dict], side: str) -> str:
+    """How many full collections stopped the task app in each round of `side`, and for how long
+    (bench_workers.task_app_served): both sides meet them."""
+    return ", ".join(f"{n:.0f} ({s * 1000:.0f} ms)"
+                     for n, s in (r[f"{side}_task_app_paused"] for r in rounds))  # fmt: skip
 
 
 def _cpu_cell(cpu: dict[str, float]) -> str:

@@ -84,6 +84,9 @@ def test_the_workers_benchmark_runs_its_series_and_counts_their_statements(tmp_p
     assert len(wall["rounds"]) == 2
     assert all(r["direct_s"] > 0 and r["evalhub_wall_s"] > 0 for r in wall["rounds"])
     assert min(r["evalhub_wall_s"] for r in wall["rounds"]) <= wall["evalhub_wall_s"]
+    for side in ("direct", "evalhub"):  # the task app's own full collections in each run
+        paused = [r[f"{side}_task_app_paused"] for r in wall["rounds"]]
+        assert all(len(p) == 2 and p[0] >= 0 and p[1] >= 0 for p in paused), paused
 
 
 def test_the_summary_benchmark_times_a_summary_of_every_sample(tmp_path):
