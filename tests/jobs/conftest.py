@@ -4,9 +4,8 @@ import secrets
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.utils import timezone
 
-from jobs import attempts, claims, services
+from jobs import claims, services
 from jobs.models import EvalJob, RolloutAttempt, SeedRun
 
 
@@ -38,8 +37,3 @@ def claim(job, worker="w1", limit=100, lease_s=60.0) -> list[SeedRun]:
 def attempt_of(seed_run: SeedRun) -> RolloutAttempt:
     """The seed run's latest attempt."""
     return RolloutAttempt.objects.filter(seed_run=seed_run).order_by("-number").first()
-
-
-def attempt_end(attempt_id: int, status: str = "succeeded") -> attempts.AttemptEnd:
-    """How the attempt ended, its POST made just now."""
-    return attempts.AttemptEnd(attempt_id=attempt_id, posted_at=timezone.now(), status=status)

@@ -16,7 +16,8 @@ from jobs.events import LAST_SEED_EVENT_WITHIN, EventType, job_event_append
 from jobs.figures import JsonText
 from jobs.models import EvalJob, JobEvent, RolloutAttempt, SeedRun
 from jobs.scores import Scores
-from tests.jobs.conftest import attempt_end, attempt_of, claim, runner_claim
+from tests.jobs.conftest import attempt_of, claim, runner_claim
+from tests.support.jobs import attempt_end
 
 pytestmark = pytest.mark.django_db
 

@@ -15,7 +15,8 @@ from django.utils import timezone
 from jobs import claims, ending, events, leases, public, services, stopping
 from jobs.models import EvalJob, JobEvent, RolloutAttempt, SeedRun
 from jobs.scores import Scores
-from tests.jobs.conftest import attempt_end, claim
+from tests.jobs.conftest import claim
+from tests.support.jobs import attempt_end
 from traces.results.result_rows import job_summary
 
 pytestmark = pytest.mark.django_db

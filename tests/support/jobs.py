@@ -11,7 +11,9 @@ from typing import Any
 
 import httpx
 from celery.signals import before_task_publish
+from django.utils import timezone
 
+from jobs.attempts import AttemptEnd
 from jobs.models import EvalJob, SeedRun
 from tests.support.servers import wait_until
 
@@ -100,3 +102,8 @@ def tasks_published() -> Iterator[list[str]]:
         yield sent
     finally:
         before_task_publish.disconnect(published)
+
+
+def attempt_end(attempt_id: int, status: str = "succeeded") -> AttemptEnd:
+    """How the attempt ended, its POST made just now (`jobs.attempts.rollout_attempt_finish`)."""
+    return AttemptEnd(attempt_id=attempt_id, posted_at=timezone.now(), status=status)

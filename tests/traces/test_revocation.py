@@ -8,10 +8,10 @@ import time
 
 import openai
 import pytest
-from django.utils import timezone
 
-from jobs.attempts import AttemptEnd, rollout_attempt_finish
+from jobs.attempts import rollout_attempt_finish
 from tests.support import servers
+from tests.support.jobs import attempt_end
 from tests.traces.conftest import SERVER_KEY
 from tests.traces.test_interceptor import MESSAGES, through
 
@@ -39,9 +39,7 @@ def test_an_ended_attempts_url_is_refused_by_every_web_process_within_a_second(
         client.chat.completions.create(model="gpt-4o-mini", messages=MESSAGES)
     assert len(fake_upstream.received) == 2
 
-    rollout_attempt_finish(
-        end=AttemptEnd(attempt_id=rollout.attempt.id, posted_at=timezone.now(), status=status)
-    )
+    rollout_attempt_finish(end=attempt_end(rollout.attempt.id, status))
     time.sleep(1.0)
 
     for client in clients:
@@ -59,9 +57,7 @@ def test_a_running_attempt_keeps_working_beside_an_ended_one(two_webs, fake_upst
             through(base, rollout.token).chat.completions.create(
                 model="gpt-4o-mini", messages=MESSAGES
             )
-    rollout_attempt_finish(
-        end=AttemptEnd(attempt_id=ended.attempt.id, posted_at=timezone.now(), status="succeeded")
-    )
+    rollout_attempt_finish(end=attempt_end(ended.attempt.id))
     time.sleep(1.0)
     for base in two_webs:
         answer = through(base, running.token).chat.completions.create(
