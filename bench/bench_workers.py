@@ -36,6 +36,7 @@ import json
 import multiprocessing
 import os
 import shutil
+import signal
 import socket
 import statistics
 import sys
@@ -448,6 +449,9 @@ def main() -> int:
         print(f"--worker-cpu: {cpucap.why_not()}; the capped series is skipped", flush=True)
         args.worker_cpu = None
 
+    # Stopped by a signal (`timeout`, `kill`), the run still stops its private PostgreSQL and
+    # Redis (the `finally` below): left running, they outlived it, a cluster per killed run.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     data_dir, _ = setup(args.backend)
     out: dict = {"backend": args.backend, "runs": []}
     try:
