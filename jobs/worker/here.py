@@ -12,8 +12,9 @@ hand came back to the same runner HAND_AGAIN_S later, and a lone worker ran its 
 seconds on half its `max_concurrent`.
 
 How many hands a runner asks for (`hands_ask`): as many as the seeds left could keep busy, no
-more than the other live workers. Both count the other workers as this process's heartbeat
-last saw them (`evalhub.heartbeats.others_consuming`)."""
+more than the other live workers; with none, no message: the runner takes the hand itself. Both
+count the other workers as this process's heartbeat last saw them
+(`evalhub.heartbeats.others_consuming`)."""
 
 from __future__ import annotations
 

@@ -8,14 +8,14 @@ the job's id (jobs/dispatch.py). The runner a message starts:
    rollouts ended meanwhile; alone on the job, half `max_concurrent` more, to start as soon
    as the task app has room: `RolloutSource.ahead`); it holds at most EVALHUB_RUNNER_MAX_INFLIGHT,
    the claims the job's `max_concurrent` (and the judge's `concurrency`) over all workers;
-2. when its first claim filled it and the job has more to claim, sends the job's message
-   again, once per hand the rest keeps busy (`jobs.worker.here.hands_ask`). A message that
-   reaches a worker process already running the job joins the runner there
-   (`jobs.worker.here`): its slots grow by EVALHUB_RUNNER_MAX_INFLIGHT (it asks for a
-   hand again once they fill), where a second runner would have been a second event loop and
-   database thread fighting the first for the process's one interpreter lock, each claiming
-   in smaller batches. Only while its event loop keeps up: a runner whose process is the
-   bound sends the hand back to the queue, once, for another worker, and asks again later;
+2. when its first claim filled it and the job has more to claim, sends the job's message again,
+   once per hand the rest keeps busy (`jobs.worker.here.hands_ask`; a worker alone takes it
+   itself). A message that reaches a worker process already running the job joins the runner there
+   (`jobs.worker.here`): its slots grow by EVALHUB_RUNNER_MAX_INFLIGHT (it asks for a hand again
+   once they fill), where a second runner would have been a second event loop and database thread
+   fighting the first for the process's one interpreter lock, each claiming in smaller batches.
+   Only while its event loop keeps up: a runner whose process is the bound sends the hand back to
+   the queue, once, for another worker, and asks again later;
 3. renews its leases and looks at the job's status (a cancel aborts what it runs);
 4. once EVALHUB_RUNNER_SLICE_S has passed and it has finished as much work as it has held at
    once (a turn of its slots, so long rollouts make long slices and short drains), and other
