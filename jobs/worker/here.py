@@ -148,9 +148,9 @@ def hands_ask(*, job_id: str, room: int) -> bool:
 
     False, sending nothing, when no other live worker takes messages: the message could only
     come back to the asking process, passed on once (`Hand.FIRST_ELSEWHERE`), then joined, two
-    trips through the broker for each EVALHUB_RUNNER_MAX_INFLIGHT slots, and a lone worker
-    reached a job's 256 slots some 150 ms after its first claim; the runner joins itself
-    (`JobRunner._claim_asking`)."""
+    trips through the broker for each EVALHUB_RUNNER_MAX_INFLIGHT slots: a lone worker held a
+    256-slot job's `max_concurrent` 200 ms after the job started (150 ms joining itself). The
+    runner joins itself (`JobRunner._claim_asking`)."""
     others = others_take_messages()  # the broker down: the one message below says so
     if others == 0:
         return False
